@@ -1,0 +1,151 @@
+"""The decoder block's parts: norm, attention, feed-forward, and the block itself.
+
+Names follow transformers' Llama (q_proj, gate_proj, input_layernorm, ...) so a
+state dict maps one-to-one onto LlamaForCausalLM.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .config import Config
+from .positional import apply_rotary
+
+
+class RMSNorm(nn.Module):
+    """x / sqrt(mean(x^2) + eps) * gain: no centring, no bias; computed in float32."""
+
+    def __init__(self, dim: int, eps: float = 1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dtype = x.dtype
+        x = x.float()
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x.to(dtype)
+
+
+def make_norm(cfg: Config) -> nn.Module:
+    if cfg.norm_position == "none":
+        return nn.Identity()
+    if cfg.norm == "rms":
+        return RMSNorm(cfg.d_model, cfg.norm_eps)
+    return nn.LayerNorm(cfg.d_model, eps=cfg.norm_eps)  # the displaced mechanism: gain and bias
+
+
+def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
+    """(B, Hkv, T, D) -> (B, Hkv * n_rep, T, D): query head h reads KV head h // n_rep."""
+    if n_rep == 1:
+        return x
+    b, h_kv, t, d = x.shape
+    x = x[:, :, None, :, :].expand(b, h_kv, n_rep, t, d)  # (B, Hkv, n_rep, T, D)
+    return x.reshape(b, h_kv * n_rep, t, d)  # (B, H, T, D)
+
+
+def manual_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                     mask: torch.Tensor | None) -> torch.Tensor:
+    """The readable path: scores, explicit mask, float32 softmax, weighted sum of V.
+
+    q (B, H, Tq, D), k and v (B, H, Tk, D), mask (Tq, Tk) bool, True where allowed.
+    """
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, Tq, Tk)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores.float(), dim=-1).to(q.dtype)
+    return weights @ v  # (B, H, Tq, D)
+
+
+def causal_mask(t_q: int, t_k: int) -> torch.Tensor:
+    """Query i (at absolute position t_k - t_q + i) sees keys 0..its own position."""
+    offset = t_k - t_q
+    return torch.ones(t_q, t_k, dtype=torch.bool).tril(diagonal=offset)
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: Config, layer: int):
+        super().__init__()
+        self.cfg, self.layer = cfg, layer
+        self.q_proj = nn.Linear(cfg.d_model, cfg.n_heads * cfg.head_dim, bias=False)
+        self.k_proj = nn.Linear(cfg.d_model, cfg.n_kv_heads * cfg.head_dim, bias=False)
+        self.v_proj = nn.Linear(cfg.d_model, cfg.n_kv_heads * cfg.head_dim, bias=False)
+        self.o_proj = nn.Linear(cfg.n_heads * cfg.head_dim, cfg.d_model, bias=False)
+
+    def forward(self, x, rope=None, cache=None, start: int = 0):
+        cfg = self.cfg
+        b, t, _ = x.shape
+        q = self.q_proj(x).view(b, t, cfg.n_heads, cfg.head_dim).transpose(1, 2)  # (B, H, T, D)
+        k = self.k_proj(x).view(b, t, cfg.n_kv_heads, cfg.head_dim).transpose(1, 2)  # (B, Hkv, T, D)
+        v = self.v_proj(x).view(b, t, cfg.n_kv_heads, cfg.head_dim).transpose(1, 2)  # (B, Hkv, T, D)
+        if rope is not None:  # positions rotate Q and K only; V carries content, unrotated
+            cos, sin = rope
+            q = apply_rotary(q, cos, sin, cfg.rope_pairing)
+            k = apply_rotary(k, cos, sin, cfg.rope_pairing)
+        if cache is not None:
+            k, v = cache.update(self.layer, k, v, start)  # (B, Hkv, start + T, D)
+            k, v = k.to(q.dtype), v.to(q.dtype)
+        k, v = repeat_kv(k, cfg.n_rep), repeat_kv(v, cfg.n_rep)  # (B, H, Tk, D)
+        t_k = k.shape[2]
+        if cfg.attention == "manual":
+            out = manual_attention(q, k, v, causal_mask(t, t_k))
+        elif t == t_k:
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        elif t == 1:  # one new query sees every cached key
+            out = F.scaled_dot_product_attention(q, k, v)
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=causal_mask(t, t_k))
+        out = out.transpose(1, 2).reshape(b, t, cfg.n_heads * cfg.head_dim)  # (B, T, H*D)
+        return self.o_proj(out)
+
+
+class SwiGLU(nn.Module):
+    """down(silu(gate(x)) * up(x)): the gate scales each hidden unit smoothly."""
+
+    def __init__(self, cfg: Config):
+        super().__init__()
+        self.gate_proj = nn.Linear(cfg.d_model, cfg.d_ff, bias=False)
+        self.up_proj = nn.Linear(cfg.d_model, cfg.d_ff, bias=False)
+        self.down_proj = nn.Linear(cfg.d_ff, cfg.d_model, bias=False)
+
+    def hidden(self, x: torch.Tensor) -> torch.Tensor:
+        return F.silu(self.gate_proj(x)) * self.up_proj(x)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(self.hidden(x))
+
+
+class GeluMLP(nn.Module):
+    """The displaced two-matrix MLP, widened to 1.5 x d_ff so parameters match SwiGLU."""
+
+    def __init__(self, cfg: Config):
+        super().__init__()
+        self.up_proj = nn.Linear(cfg.d_model, cfg.gelu_ff, bias=False)
+        self.down_proj = nn.Linear(cfg.gelu_ff, cfg.d_model, bias=False)
+
+    def hidden(self, x: torch.Tensor) -> torch.Tensor:
+        return F.gelu(self.up_proj(x))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(self.hidden(x))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg: Config, layer: int):
+        super().__init__()
+        self.norm_position = cfg.norm_position
+        self.input_layernorm = make_norm(cfg)
+        self.self_attn = Attention(cfg, layer)
+        self.post_attention_layernorm = make_norm(cfg)
+        self.mlp = SwiGLU(cfg) if cfg.mlp == "swiglu" else GeluMLP(cfg)
+
+    def forward(self, x, rope=None, cache=None, start: int = 0):
+        if self.norm_position == "post":  # 2017: normalise after the residual add
+            x = self.input_layernorm(x + self.self_attn(x, rope, cache, start))
+            return self.post_attention_layernorm(x + self.mlp(x))
+        # pre-norm (and "none", where the norms are identities): the residual stays clean
+        x = x + self.self_attn(self.input_layernorm(x), rope, cache, start)
+        return x + self.mlp(self.post_attention_layernorm(x))
