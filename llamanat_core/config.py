@@ -67,7 +67,7 @@ class Config:
         """How many query heads read each key/value head."""
         return self.n_heads // self.n_kv_heads
 
-    def replace(self, **changes) -> "Config":
+    def replace(self, **changes) -> Config:
         unknown = set(changes) - {f.name for f in fields(self)}
         if unknown:
             raise ValueError(f"unknown Config field(s): {sorted(unknown)}")

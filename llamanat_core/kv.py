@@ -23,7 +23,7 @@ class KVCache:
         self.length = 0
 
     @classmethod
-    def for_model(cls, cfg, batch: int, capacity: int, dtype=torch.float32) -> "KVCache":
+    def for_model(cls, cfg, batch: int, capacity: int, dtype=torch.float32) -> KVCache:
         return cls(cfg.n_layers, batch, cfg.n_kv_heads, cfg.head_dim, capacity, dtype)
 
     def update(self, layer: int, k: torch.Tensor, v: torch.Tensor, start: int):

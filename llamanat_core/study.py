@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from .config import MATRIX_VARIANTS, REFERENCE, VARIANTS, variant_config
+from .config import MATRIX_VARIANTS, VARIANTS, variant_config
 from .train import Budget, TaskSpec, budget_dict, fit
 
 ROOT = Path(__file__).resolve().parent.parent

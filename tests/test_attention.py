@@ -1,0 +1,96 @@
+"""SPEC §3 / issue 2: the manual and SDPA paths agree, GQA is repeat_kv, attention is causal."""
+import pytest
+import torch
+
+from llamanat_core import TinyLlama, variant_config
+from llamanat_core.blocks import causal_mask, repeat_kv
+from llamanat_core.kv import KVCache
+
+KINDS = {"mha": 4, "llama": 2, "mqa": 1}  # variant -> KV heads (MHA, GQA, MQA)
+
+
+@pytest.fixture(scope="module")
+def ids():
+    return torch.randint(0, 61, (3, 40), generator=torch.Generator().manual_seed(0))
+
+
+def pair(variant, **overrides):
+    sdpa = TinyLlama(variant_config(variant, **overrides), seed=5).eval()
+    manual = TinyLlama(variant_config(variant, attention="manual", **overrides), seed=5).eval()
+    for (name, a), b in zip(sdpa.state_dict().items(), manual.state_dict().values()):
+        assert torch.equal(a, b), name  # same seed, same weights: only the attention path differs
+    return sdpa, manual
+
+
+@pytest.mark.parametrize("variant", sorted(KINDS))
+def test_manual_and_sdpa_agree(variant, ids):
+    sdpa, manual = pair(variant)
+    assert sdpa.cfg.n_kv_heads == KINDS[variant]
+    with torch.no_grad():
+        assert (sdpa(ids) - manual(ids)).abs().max() <= 1e-6
+
+
+@pytest.mark.parametrize("variant", sorted(KINDS))
+def test_manual_and_sdpa_agree_with_sharp_attention(variant, ids):
+    # large weights: peaked attention and logits of ~10, so agree to float32 rounding of that scale
+    sdpa, manual = pair(variant, init_std=0.3)
+    with torch.no_grad():
+        ref = sdpa(ids)
+        assert (ref - manual(ids)).abs().max() <= 5e-6 * ref.abs().max()
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "manual"])
+def test_chunked_prefill_with_cache_matches_full_pass(attention, ids):
+    # chunks of 1 (one query, every key), 8 and 31 (a causal mask offset by the cache length)
+    model = TinyLlama(variant_config("llama", attention=attention, init_std=0.1)).eval()
+    cache = KVCache.for_model(model.cfg, 3, 40)
+    with torch.no_grad():
+        full = model(ids)
+        parts = [model(ids[:, a:b], cache=cache) for a, b in ((0, 1), (1, 9), (9, 40))]
+    assert cache.length == 40
+    torch.testing.assert_close(torch.cat(parts, dim=1), full, rtol=0, atol=1e-5)
+
+
+def test_causal_mask_shape_and_offset():
+    assert causal_mask(3, 3).tolist() == [[True, False, False], [True, True, False], [True, True, True]]
+    # two new queries after three cached keys sit at positions 3 and 4
+    assert causal_mask(2, 5).tolist() == [[True, True, True, True, False], [True, True, True, True, True]]
+
+
+@pytest.mark.parametrize("n_kv, n_rep", [(4, 1), (2, 2), (1, 4)])
+def test_repeat_kv_maps_query_head_to_kv_head(n_kv, n_rep):
+    x = torch.arange(n_kv, dtype=torch.float32).view(1, n_kv, 1, 1).expand(2, n_kv, 5, 3).clone()
+    x += torch.randn(2, n_kv, 5, 3) * 1e-3  # distinct content per head, position and channel
+    y = repeat_kv(x, n_rep)
+    assert y.shape == (2, n_kv * n_rep, 5, 3)
+    for h in range(n_kv * n_rep):
+        assert torch.equal(y[:, h], x[:, h // n_rep]), h
+
+
+def test_gqa_equals_mha_with_duplicated_kv_heads(ids):
+    # GQA is MHA whose query head h reads KV head h // n_rep: copy each KV head's rows n_rep times
+    gqa = TinyLlama(variant_config("llama", init_std=0.1)).eval()
+    mha = TinyLlama(variant_config("mha"), seed=None).eval()
+    state = gqa.state_dict()
+    for name, w in list(state.items()):
+        if name.endswith(("k_proj.weight", "v_proj.weight")):
+            state[name] = w.view(2, 1, 16, 64).expand(2, 2, 16, 64).reshape(64, 64)
+    mha.load_state_dict(state)
+    with torch.no_grad():
+        assert (gqa(ids) - mha(ids)).abs().max() <= 1e-5
+        # the check can fail: the other natural mapping (h % n_kv) gives other logits
+        for name, w in gqa.state_dict().items():
+            if name.endswith(("k_proj.weight", "v_proj.weight")):
+                mha.state_dict()[name].copy_(w.repeat(2, 1))
+        assert (gqa(ids) - mha(ids)).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "manual"])
+def test_future_tokens_do_not_change_earlier_logits(attention, ids):
+    model = TinyLlama(variant_config("llama", attention=attention, init_std=0.1)).eval()
+    changed = ids.clone()
+    changed[:, 20] = (changed[:, 20] + 7) % 61
+    with torch.no_grad():
+        a, b = model(ids), model(changed)
+    assert torch.equal(a[:, :20], b[:, :20])
+    assert (a[:, 20:] - b[:, 20:]).abs().amax(dim=-1).min() > 1e-4  # every later position moves

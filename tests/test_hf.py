@@ -1,0 +1,113 @@
+"""SPEC §2, §9 / issue 2: transformers parity and the round trip through LlamaForCausalLM."""
+import pytest
+import torch
+
+from llamanat_core import TinyLlama, variant_config
+from llamanat_core.hf import from_transformers, interleaved_to_half, to_transformers
+from llamanat_core.tasks import Recall
+from llamanat_core.train import Budget, TaskSpec, fit
+
+PARITY_VARIANTS = ("llama", "mha", "mqa")
+
+
+@pytest.fixture(scope="module")
+def models():
+    """(variant, state) -> model: random init, and after 50 training steps on recall."""
+    out = {}
+    for v in PARITY_VARIANTS:
+        cfg = variant_config(v)
+        out[v, "init"] = TinyLlama(cfg).eval()
+        out[v, "trained"] = fit(cfg, TaskSpec("recall"), 0, Budget.short(50)).model.eval()
+    return out
+
+
+@pytest.fixture(scope="module")
+def ids():
+    random = torch.randint(0, 61, (4, 48), generator=torch.Generator().manual_seed(0))  # full length
+    recall = Recall(seed=2, n_pairs=12).splits(0, 0, 4).test.ids[:, :-1]  # real prompts, 37 tokens
+    return random, recall
+
+
+def max_delta(a, b):
+    return (a - b).abs().max().item()
+
+
+@pytest.mark.parametrize("state", ["init", "trained"])
+@pytest.mark.parametrize("variant", PARITY_VARIANTS)
+def test_logits_match_transformers(variant, state, models, ids):
+    ours = models[variant, state]
+    hf = to_transformers(ours)
+    assert type(hf).__name__ == "LlamaForCausalLM" and not hf.training
+    assert hf.config._attn_implementation == "eager"
+    assert hf.lm_head.weight is hf.model.embed_tokens.weight  # tied, like ours
+    assert hf.config.num_key_value_heads == ours.cfg.n_kv_heads
+    with torch.no_grad():
+        for x in ids:
+            assert max_delta(hf(x).logits, ours(x)) <= 1e-5
+    if state == "trained":  # the trained weights are not the initial ones
+        assert max_delta(models[variant, "trained"](ids[0]), models[variant, "init"](ids[0])) > 1e-2
+
+
+@pytest.mark.parametrize("state", ["init", "trained"])
+@pytest.mark.parametrize("variant", PARITY_VARIANTS)
+def test_round_trip_is_exact(variant, state, models, ids):
+    ours = models[variant, state]
+    back = from_transformers(to_transformers(ours))
+    assert back.cfg == ours.cfg
+    mine, theirs = ours.state_dict(), back.state_dict()
+    assert mine.keys() == theirs.keys()
+    for name in mine:
+        assert torch.equal(mine[name], theirs[name]), name
+    assert back.lm_head.weight is back.embed_tokens.weight
+    with torch.no_grad():
+        for x in ids:
+            assert torch.equal(back(x), ours(x))
+
+
+def test_conversion_copies_rather_than_shares(models):
+    ours = models["llama", "init"]
+    hf = to_transformers(ours)
+    with torch.no_grad():
+        hf.model.layers[0].self_attn.q_proj.weight.add_(1.0)
+    assert not torch.equal(hf.model.layers[0].self_attn.q_proj.weight, ours.layers[0].self_attn.q_proj.weight)
+
+
+def test_untied_and_other_base_round_trip(ids):
+    for cfg in (variant_config("untied"), variant_config("llama", rope_theta=100.0)):
+        ours = TinyLlama(cfg).eval()
+        hf = to_transformers(ours)
+        assert hf.config.rope_parameters["rope_theta"] == cfg.rope_theta
+        with torch.no_grad():
+            assert max_delta(hf(ids[0]).logits, ours(ids[0])) <= 1e-5
+        back = from_transformers(hf)
+        assert back.cfg == cfg
+        assert all(torch.equal(a, b) for a, b in zip(ours.state_dict().values(), back.state_dict().values()))
+
+
+def test_interleaved_model_reaches_transformers_through_the_permutation(ids):
+    inter = TinyLlama(variant_config("llama", rope_pairing="interleaved")).eval()
+    with pytest.raises(ValueError, match="interleaved_to_half"):
+        to_transformers(inter)
+    hf = to_transformers(interleaved_to_half(inter))
+    with torch.no_grad():
+        assert max_delta(hf(ids[0]).logits, inter(ids[0])) <= 1e-5
+
+
+@pytest.mark.parametrize("cfg, field", [
+    (variant_config("layernorm"), r"Config\.norm="),
+    (variant_config("postnorm"), r"Config\.norm_position="),
+    (variant_config("llama", norm_position="none"), r"Config\.norm_position="),
+    (variant_config("abs_pos"), r"Config\.position="),
+    (variant_config("gelu_mlp"), r"Config\.mlp="),
+    (variant_config("llama", rope_pairing="interleaved"), r"Config\.rope_pairing="),
+])
+def test_unsupported_variants_raise(cfg, field):
+    with pytest.raises(ValueError, match=field):
+        to_transformers(TinyLlama(cfg))
+
+
+def test_from_transformers_rejects_what_tinyllama_cannot_express(models):
+    hf = to_transformers(models["llama", "init"])
+    hf.config.attention_bias = True
+    with pytest.raises(ValueError, match="attention_bias"):
+        from_transformers(hf)

@@ -1,0 +1,97 @@
+"""SPEC §7 / issue 2: cached greedy generation equals recomputation exactly; exact cache bytes."""
+import pytest
+import torch
+
+from llamanat_core import VARIANTS, TinyLlama, variant_config
+from llamanat_core.kv import PUBLISHED, KVCache, kv_cache_bytes
+from llamanat_core.tasks import Recall
+from llamanat_core.train import Budget, TaskSpec, fit
+
+N_NEW = 11  # 8-pair prompts are 25 tokens: 36 positions, inside the learned table of 48
+
+
+@pytest.fixture(scope="module")
+def prompts():
+    return Recall(seed=1, n_pairs=8).splits(0, 0, 24).test.prompt  # (24, 25)
+
+
+@pytest.fixture(scope="module")
+def trained():
+    """Every variant after 30 recall steps, so greedy generations are not constant."""
+    budget = Budget(steps=30, n_train=256, n_val=0, n_test=16, checkpoints=(30,))
+    return {v: fit(variant_config(v), TaskSpec("recall"), 0, budget).model for v in VARIANTS}
+
+
+def check_cached_equals_recompute(model, prompts):
+    model.eval()
+    cached = model.generate(prompts, N_NEW, use_cache=True)
+    recomputed = model.generate(prompts, N_NEW, use_cache=False)
+    assert cached.shape == (len(prompts), N_NEW)
+    assert torch.equal(cached, recomputed)
+    return cached
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_cached_generation_equals_recompute_random_init(variant, prompts):
+    out = check_cached_equals_recompute(TinyLlama(variant_config(variant), seed=3), prompts)
+    assert out.unique().numel() > 1
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_cached_generation_equals_recompute_trained(variant, trained, prompts):
+    out = check_cached_equals_recompute(trained[variant], prompts)
+    assert len({tuple(row) for row in out.tolist()}) > 1  # not one constant generation
+
+
+def test_cached_logits_match_recompute_step_by_step(prompts):
+    model = TinyLlama(variant_config("llama", init_std=0.1)).eval()
+    ids = torch.cat((prompts, model.generate(prompts, N_NEW)), dim=1)
+    cache = KVCache.for_model(model.cfg, len(ids), ids.shape[1])
+    with torch.no_grad():
+        full = model(ids)
+        steps = [model(ids[:, :25], cache=cache)] + [model(ids[:, t:t + 1], cache=cache)
+                                                       for t in range(25, ids.shape[1])]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("variant", ["mha", "llama", "mqa"])
+@pytest.mark.parametrize("dtype, width", [(torch.float32, 4), (torch.float16, 2)])
+def test_cache_bytes_match_arithmetic(variant, dtype, width):
+    cfg = variant_config(variant)
+    model = TinyLlama(cfg).eval()
+    cache = KVCache.for_model(cfg, batch=3, capacity=20, dtype=dtype)
+    with torch.no_grad():
+        model(torch.randint(0, 61, (3, 12)), cache=cache)
+    assert cache.length == 12
+    assert cache.nbytes() == kv_cache_bytes(2, cfg.n_kv_heads, 16, 12, batch=3, bytes_per_value=width)
+    assert cache.nbytes(filled_only=False) == kv_cache_bytes(2, cfg.n_kv_heads, 16, 20, batch=3,
+                                                             bytes_per_value=width)
+    held = sum(t[:, :, :12].numel() * t.element_size() for t in cache.k + cache.v)
+    assert held == cache.nbytes()
+    for t in cache.k + cache.v:  # written exactly the filled prefix
+        assert t.shape == (3, cfg.n_kv_heads, 20, 16) and t.dtype == dtype
+        assert t[:, :, :12].abs().sum() > 0 and not t[:, :, 12:].any()
+
+
+def test_kv_arithmetic_by_hand():
+    # tiny model, batch 1, 2,048 positions, fp16: 2 x 2 layers x KV heads x 2048 x 16 x 2 bytes
+    assert kv_cache_bytes(2, 4, 16, 2048) == 1_048_576  # MHA: 1 MiB
+    assert kv_cache_bytes(2, 2, 16, 2048) == 524_288  # GQA
+    assert kv_cache_bytes(2, 1, 16, 2048) == 262_144  # MQA
+    by_name = {m.name: m for m in PUBLISHED}
+    m7 = by_name["LLaMA-1 7B"]
+    assert kv_cache_bytes(m7.n_layers, m7.n_kv_heads, m7.head_dim, m7.context) == 2 ** 30  # 1 GiB
+    m70 = by_name["Llama-2-70B"]
+    assert m70.head_dim == 128
+    assert kv_cache_bytes(m70.n_layers, m70.n_kv_heads, m70.head_dim, m70.context) == 1_342_177_280
+
+
+def test_capacity_overflow_raises():
+    model = TinyLlama(variant_config("llama")).eval()
+    cache = KVCache.for_model(model.cfg, batch=1, capacity=10)
+    with torch.no_grad():
+        model(torch.zeros(1, 8, dtype=torch.long), cache=cache)
+        with pytest.raises(ValueError, match="capacity 10"):
+            model(torch.zeros(1, 3, dtype=torch.long), cache=cache)
+        with pytest.raises(ValueError, match="capacity"):
+            model(torch.zeros(1, 11, dtype=torch.long), cache=KVCache.for_model(model.cfg, 1, 10))
