@@ -75,15 +75,21 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(cfg.d_model, cfg.n_kv_heads * cfg.head_dim, bias=False)
         self.o_proj = nn.Linear(cfg.n_heads * cfg.head_dim, cfg.d_model, bias=False)
 
-    def forward(self, x, rope=None, cache=None, start: int = 0):
+    def forward(self, x, rope=None, cache=None, start: int = 0, last: int | None = None):
+        """x (B, T, C) -> (B, T, C); with `last`, only the last queries: (B, last, C).
+
+        Keys and values always cover every position; `last` only drops queries whose
+        output nobody reads (the final layer of a loss on the answer positions).
+        """
         cfg = self.cfg
         b, t, _ = x.shape
-        q = self.q_proj(x).view(b, t, cfg.n_heads, cfg.head_dim).transpose(1, 2)  # (B, H, T, D)
+        t_q = t if last is None else min(last, t)
+        q = self.q_proj(x[:, t - t_q:]).view(b, t_q, cfg.n_heads, cfg.head_dim).transpose(1, 2)  # (B, H, Tq, D)
         k = self.k_proj(x).view(b, t, cfg.n_kv_heads, cfg.head_dim).transpose(1, 2)  # (B, Hkv, T, D)
         v = self.v_proj(x).view(b, t, cfg.n_kv_heads, cfg.head_dim).transpose(1, 2)  # (B, Hkv, T, D)
         if rope is not None:  # positions rotate Q and K only; V carries content, unrotated
             cos, sin = rope
-            q = apply_rotary(q, cos, sin, cfg.rope_pairing)
+            q = apply_rotary(q, cos[t - t_q:], sin[t - t_q:], cfg.rope_pairing)
             k = apply_rotary(k, cos, sin, cfg.rope_pairing)
         if cache is not None:
             k, v = cache.update(self.layer, k, v, start)  # (B, Hkv, start + T, D)
@@ -91,14 +97,14 @@ class Attention(nn.Module):
         k, v = repeat_kv(k, cfg.n_rep), repeat_kv(v, cfg.n_rep)  # (B, H, Tk, D)
         t_k = k.shape[2]
         if cfg.attention == "manual":
-            out = manual_attention(q, k, v, causal_mask(t, t_k))
-        elif t == t_k:
+            out = manual_attention(q, k, v, causal_mask(t_q, t_k))
+        elif t_q == t_k:
             out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        elif t == 1:  # one new query sees every cached key
+        elif t_q == 1:  # one new query sees every earlier key
             out = F.scaled_dot_product_attention(q, k, v)
         else:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=causal_mask(t, t_k))
-        out = out.transpose(1, 2).reshape(b, t, cfg.n_heads * cfg.head_dim)  # (B, T, H*D)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=causal_mask(t_q, t_k))
+        out = out.transpose(1, 2).reshape(b, t_q, cfg.n_heads * cfg.head_dim)  # (B, Tq, H*D)
         return self.o_proj(out)
 
 
@@ -142,10 +148,13 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = make_norm(cfg)
         self.mlp = SwiGLU(cfg) if cfg.mlp == "swiglu" else GeluMLP(cfg)
 
-    def forward(self, x, rope=None, cache=None, start: int = 0):
+    def forward(self, x, rope=None, cache=None, start: int = 0, last: int | None = None):
+        """With `last`, only the last positions come out: everything after attention
+        (residual add, norm, MLP) works position by position, so nothing else changes."""
+        skip = x if last is None else x[:, -last:]  # the residual rows that come out
         if self.norm_position == "post":  # 2017: normalise after the residual add
-            x = self.input_layernorm(x + self.self_attn(x, rope, cache, start))
+            x = self.input_layernorm(skip + self.self_attn(x, rope, cache, start, last))
             return self.post_attention_layernorm(x + self.mlp(x))
         # pre-norm (and "none", where the norms are identities): the residual stays clean
-        x = x + self.self_attn(self.input_layernorm(x), rope, cache, start)
+        x = skip + self.self_attn(self.input_layernorm(x), rope, cache, start, last)
         return x + self.mlp(self.post_attention_layernorm(x))

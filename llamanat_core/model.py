@@ -69,13 +69,15 @@ class TinyLlama(nn.Module):
             x = x + self.embed_positions.weight[start:start + t]  # (B, T, C)
         else:
             rope = self.rotary(start, t)
-        for layer in self.layers:
-            x = layer(x, rope, cache, start)
+        n = len(self.layers)
+        for i, layer in enumerate(self.layers):
+            # Where only the last positions are read (a loss on the answer, the next token),
+            # the final layer computes queries, MLP and head for those rows alone: every
+            # other row would be thrown away. Keys and values still cover the whole input.
+            x = layer(x, rope, cache, start, last if i == n - 1 else None)  # (B, T or last, C)
         if cache is not None:
             cache.length = start + t
-        if last is not None:
-            x = x[:, -last:]  # the head runs only where a loss or an answer is read
-        return self.lm_head(self.norm(x))  # (B, T, V)
+        return self.lm_head(self.norm(x))  # (B, T, V) or (B, last, V)
 
     @torch.no_grad()
     def generate(self, prompt: torch.Tensor, n_new: int, use_cache: bool = True,
@@ -103,7 +105,7 @@ class TinyLlama(nn.Module):
         """Distinct parameters: the tied embedding/head matrix counts once."""
         return sum(p.numel() for p in self.parameters())
 
-    def parameter_breakdown(self) -> "OrderedDict[str, int]":
+    def parameter_breakdown(self) -> OrderedDict[str, int]:
         """Parameters per group (embedding, positions, attention, mlp, norms, head)."""
         groups: OrderedDict[str, int] = OrderedDict(
             (k, 0) for k in ("embedding", "positions", "attention", "mlp", "norms", "head"))

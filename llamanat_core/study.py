@@ -33,7 +33,7 @@ SEEDS = (0, 1, 2, 3, 4)
 THETAS = (10.0, 100.0, 10_000.0, 1_000_000.0)
 EXTRAPOLATE = (8, 12)  # every recall run is re-scored unchanged at these lengths
 ALPHABET_VARIANTS = ("llama", "abs_pos", "untied")
-RUN_SCHEMA = 1
+RUN_SCHEMA = 2
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,7 @@ class Run:
     overrides: tuple = ()  # sorted (field, value) pairs replacing Config fields
     answer: str = "name"
     budget: Budget = field(default_factory=Budget)
+    compile: bool = True  # the compiled step rounds differently from eager: part of the record
 
     def __post_init__(self):
         if self.variant not in VARIANTS:
@@ -68,13 +69,13 @@ class Run:
     def save_weights(self) -> bool:
         """The seed-0 reference model of each task is kept for chapters that inspect it."""
         return (self.variant == "llama" and self.seed == 0 and not self.overrides
-                and self.answer == "name" and self.budget == Budget())
+                and self.answer == "name" and self.budget == Budget() and self.compile)
 
     def record(self) -> dict:
         return {"schema": RUN_SCHEMA, "task": self.task, "variant": self.variant,
                 "seed": self.seed, "overrides": [list(o) for o in self.overrides],
                 "answer": self.spec.answer, "extrapolate": list(self.spec.extrapolate),
-                "budget": budget_dict(self.budget)}
+                "budget": budget_dict(self.budget), "compile": self.compile}
 
     @property
     def key(self) -> str:
@@ -92,7 +93,8 @@ class Run:
 MEASUREMENTS = ("matrix", "length", "sweep", "alphabet")
 
 
-def plan(only: tuple[str, ...] | None = None, seeds=SEEDS, budget: Budget = Budget()) -> dict[str, list[Run]]:
+def plan(only: tuple[str, ...] | None = None, seeds=SEEDS, budget: Budget = Budget(),
+         compile: bool = True) -> dict[str, list[Run]]:
     """The measurement plan: name -> runs. A run may appear under several names."""
     only = tuple(only or MEASUREMENTS)
     bad = [m for m in only if m not in MEASUREMENTS]
@@ -102,16 +104,17 @@ def plan(only: tuple[str, ...] | None = None, seeds=SEEDS, budget: Budget = Budg
     if not seeds or any(not isinstance(s, int) or s < 0 for s in seeds):
         raise ValueError(f"seeds must be non-negative integers, got {seeds!r}")
     out: dict[str, list[Run]] = {}
+    kw = {"budget": budget, "compile": compile}
     if "matrix" in only:
-        out["matrix"] = [Run(t, v, s, budget=budget) for t in ("addition", "recall")
+        out["matrix"] = [Run(t, v, s, **kw) for t in ("addition", "recall")
                          for v in MATRIX_VARIANTS for s in seeds]
     if "length" in only:  # train short (4 pairs), test long (8, 12): the recall runs re-scored
-        out["length"] = [Run("recall", v, s, budget=budget) for v in MATRIX_VARIANTS for s in seeds]
+        out["length"] = [Run("recall", v, s, **kw) for v in MATRIX_VARIANTS for s in seeds]
     if "sweep" in only:
-        out["sweep"] = [Run("recall", "llama", s, (("rope_theta", th),), budget=budget)
+        out["sweep"] = [Run("recall", "llama", s, (("rope_theta", th),), **kw)
                         for th in THETAS for s in seeds]
     if "alphabet" in only:
-        out["alphabet"] = [Run("recall", v, s, answer=a, budget=budget) for v in ALPHABET_VARIANTS
+        out["alphabet"] = [Run("recall", v, s, answer=a, **kw) for v in ALPHABET_VARIANTS
                            for a in ("name", "copy") for s in seeds]
     return out
 
@@ -195,7 +198,7 @@ def cached(cache_dir: Path, run: Run, weights_dir: Path = WEIGHTS_DIR) -> dict |
 def execute(run: Run, cache_dir: Path, weights_dir: Path = WEIGHTS_DIR) -> dict:
     """Train one run at one thread and write its entry (and weights) atomically."""
     torch.set_num_threads(1)
-    result = fit(run.config, run.spec, run.seed, run.budget)
+    result = fit(run.config, run.spec, run.seed, run.budget, compile=run.compile)
     entry = {"key": run.key, "record": run.record(), "label": run.label,
              "params": result.model.num_parameters(), "curve": result.curve,
              "losses": result.losses, "final_loss": result.losses[-1],
@@ -378,7 +381,7 @@ def reference_refit(task: str = "recall", seed: int = 0, cache_dir: Path = STUDY
     threads = torch.get_num_threads()
     torch.set_num_threads(entry["env"]["threads"])
     try:
-        result = fit(run.config, run.spec, seed, short)
+        result = fit(run.config, run.spec, seed, short, compile=entry["record"]["compile"])
     finally:
         torch.set_num_threads(threads)
     return entry["curve"][0], result.curve[0], entry["losses"][:first], result.losses, entry["env"]

@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from .config import Config
+from .fast import FastStep
 from .model import TinyLlama
 from .tasks import TaskData, make_task
 
@@ -35,7 +36,7 @@ class Budget:
             raise ValueError(f"Budget.checkpoints must be increasing, got {self.checkpoints}")
 
     @classmethod
-    def short(cls, steps: int) -> "Budget":
+    def short(cls, steps: int) -> Budget:
         """The same budget cut to `steps`, with checkpoints at the quarters that fit."""
         marks = sorted({max(1, round(steps * q / 4)) for q in (1, 2, 3, 4)})
         return cls(steps=steps, checkpoints=tuple(marks))
@@ -93,11 +94,16 @@ def eval_loss(model: TinyLlama, data: TaskData) -> float:
 
 
 def fit(cfg: Config, spec: TaskSpec, seed: int, budget: Budget = Budget(),
-        progress=None) -> FitResult:
+        progress=None, compile: bool | None = None) -> FitResult:
     """Train one model under the budget; score the same weights at every checkpoint.
 
     Same seed and thread count -> bit-identical curve and weights. `progress`, if given,
     is called as progress(step, loss) after every step (the CLI hangs a bar on it).
+
+    The step itself (forward, backward, clip, AdamW) runs on the speed path of `fast.py`:
+    the same computation in fewer, fused operations. `compile=None` follows the
+    environment (LLAMANAT_COMPILE, default on: what the study uses); compiled and eager
+    runs are each deterministic but round differently, so their numbers differ.
     """
     task = spec.make(seed)
     splits = task.splits(budget.n_train, budget.n_val, budget.n_test)
@@ -107,18 +113,15 @@ def fit(cfg: Config, spec: TaskSpec, seed: int, budget: Budget = Budget(),
             raise ValueError(f"extrapolation length {n} pairs does not fit max_seq_len")
     model = TinyLlama(cfg, seed=seed)
     model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=budget.lr, foreach=True)
     order = batch_order(budget.n_train, budget.batch_size, budget.steps, seed)
-    ids_all, answer_len = splits.train.ids, splits.train.answer_len
+    batches = splits.train.ids[order]  # (steps, batch, L): every batch gathered up front
     result = FitResult(model)
     checkpoints = set(budget.checkpoints)
     t0 = time.perf_counter()
+    # AdamW(lr, default betas and weight decay) + clip at budget.clip, on one flat vector
+    train_step = FastStep(model, splits.train.answer_len, budget.lr, budget.clip, compile)
     for step in range(1, budget.steps + 1):
-        loss = answer_loss(model, ids_all[order[step - 1]], answer_len)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), budget.clip, foreach=True)
-        opt.step()
+        loss = train_step(batches[step - 1])
         result.losses.append(loss.item())
         if step in checkpoints:
             row = {"step": step, "train_loss": result.losses[-1],
@@ -130,6 +133,7 @@ def fit(cfg: Config, spec: TaskSpec, seed: int, budget: Budget = Budget(),
         if progress is not None:
             progress(step, result.losses[-1])
     result.seconds = time.perf_counter() - t0
+    train_step.release()  # every parameter gets its own storage back
     model.eval()
     return result
 
