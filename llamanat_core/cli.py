@@ -45,26 +45,16 @@ def cmd_params(args) -> int:
 
 
 def cmd_cache(args) -> int:
-    from . import variant_config
-    from .kv import PUBLISHED, kv_cache_bytes
+    from .probes.kvcache import arithmetic_table, human_bytes
 
-    def mib(b: int) -> str:
-        return f"{b / 2**20:,.3f} MiB" if b < 2**30 else f"{b / 2**30:,.2f} GiB"
-
-    print(f"KV cache, K and V, batch {args.batch}, {args.bytes} bytes per value")
+    table = arithmetic_table(args.positions, args.batch, args.bytes)
+    print(f"KV cache, K and V, batch {args.batch}, {args.bytes} bytes per value "
+          f"(tiny model at {args.positions} positions, published models at their context)")
     print(f"{'model':<22} {'layers':>6} {'kv heads':>8} {'head_dim':>8} {'positions':>9} "
           f"{'bytes':>16}  size")
-    for name in ("mha", "llama", "mqa"):
-        cfg = variant_config(name)
-        label = {"mha": "tiny MHA", "llama": "tiny GQA (reference)", "mqa": "tiny MQA"}[name]
-        b = kv_cache_bytes(cfg.n_layers, cfg.n_kv_heads, cfg.head_dim, args.positions,
-                           args.batch, args.bytes)
-        print(f"{label:<22} {cfg.n_layers:>6} {cfg.n_kv_heads:>8} {cfg.head_dim:>8} "
-              f"{args.positions:>9} {b:>16,}  {mib(b)}")
-    for m in PUBLISHED:
-        b = kv_cache_bytes(m.n_layers, m.n_kv_heads, m.head_dim, m.context, args.batch, args.bytes)
-        print(f"{m.name:<22} {m.n_layers:>6} {m.n_kv_heads:>8} {m.head_dim:>8} {m.context:>9} "
-              f"{b:>16,}  {mib(b)}")
+    for name, r in table.iterrows():
+        print(f"{name:<22} {r.layers:>6} {r['KV heads']:>8} {r.head_dim:>8} {r.positions:>9} "
+              f"{r.bytes:>16,}  {human_bytes(int(r.bytes))}")
     return 0
 
 
@@ -116,7 +106,12 @@ def cmd_study(args) -> int:
             print("study: a reduced --steps needs --quick or --cache-dir, so the committed "
                   "study only ever holds the full budget", file=sys.stderr)
             return 2
-    only = tuple(args.only) if args.only else MEASUREMENTS
+    only = tuple(args.only) if args.only else MEASUREMENTS + ("kv_cache",)
+    if "kv_cache" in only and not args.list:
+        _kv_timing(force="kv_cache" in (args.only or ()))
+        only = tuple(m for m in only if m != "kv_cache")
+        if not only:
+            return 0
     p = plan(only, seeds, budget)
     runs = unique_runs(p)
     if args.list:
@@ -129,6 +124,21 @@ def cmd_study(args) -> int:
         write_summary(p, entries, cache_dir)
         print(f"study: summary written to {cache_dir / 'results.csv'}", file=sys.stderr)
     return 0
+
+
+def _kv_timing(force: bool) -> None:
+    """The KV-cache timings (SPEC §7): measured once into a committed file, recording the machine."""
+    from .probes.kvcache import TIMING_PATH, load_timing, measure_timing, write_timing
+
+    if not force:
+        try:
+            load_timing()
+            print(f"study: KV-cache timings present in {TIMING_PATH}", file=sys.stderr)
+            return
+        except (OSError, ValueError) as e:
+            print(f"study: KV-cache timings need measuring ({e})", file=sys.stderr)
+    print("study: measuring KV-cache timings (about 20 s)", file=sys.stderr)
+    write_timing(measure_timing())
 
 
 def cmd_chapters(args) -> int:
@@ -178,8 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("study", help="run the measurement plan (resumable, parallel)",
                        description="Run every run of the plan not already cached; killing it loses at most "
                                    "the runs in flight.")
-    p.add_argument("--only", nargs="+", choices=("matrix", "length", "sweep", "alphabet"),
-                   help="only these measurements")
+    p.add_argument("--only", nargs="+", choices=("matrix", "length", "sweep", "alphabet", "kv_cache"),
+                   help="only these measurements (kv_cache re-measures the timings)")
     p.add_argument("--seeds", type=_seeds, default=None, help="e.g. 0-4 or 0,2 (default 0-4)")
     p.add_argument("--workers", type=_positive, default=1, help="worker processes, one thread each")
     p.add_argument("--quick", action="store_true", help="tiny budget (60 steps, seeds 0-1) into .quick/")

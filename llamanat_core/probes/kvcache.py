@@ -1,0 +1,211 @@
+"""The KV cache, measured (SPEC §7): exact arithmetic, identical tokens, real bytes, timings.
+
+The arithmetic is `kv.kv_cache_bytes`. The measured side runs the package's own
+`KVCache` and `TinyLlama.generate`. Timings depend on the machine, so they are measured
+once by `write_timing(measure_timing())` into a committed JSON file that records the
+machine, and the chapter reads that file (or re-measures with fresh=True).
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from ..config import variant_config
+from ..kv import PUBLISHED, KVCache, kv_cache_bytes
+from ..model import TinyLlama
+from ..study import STUDY_DIR, WEIGHTS_DIR, atomic_write_text, environment
+
+TIMING_PATH = STUDY_DIR / "kv_timing.json"
+LENGTHS = (16, 32, 64, 128, 256, 512, 1024, 2048)
+REPEATS = 41
+TINY = {"mha": "tiny MHA", "llama": "tiny GQA (reference)", "mqa": "tiny MQA"}
+
+
+# ---------------------------------------------------------------- arithmetic
+
+def arithmetic_table(positions: int = 2048, batch: int = 1, bytes_per_value: int = 2) -> pd.DataFrame:
+    """K and V bytes: the tiny model's MHA/GQA/MQA at `positions`, then the published
+    models at their own context lengths (the table `llamanat cache` prints)."""
+    rows = []
+    for name, label in TINY.items():
+        cfg = variant_config(name)
+        rows.append((label, cfg.n_layers, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, positions))
+    rows += [(m.name, m.n_layers, m.n_heads, m.n_kv_heads, m.head_dim, m.context) for m in PUBLISHED]
+    out = pd.DataFrame(rows, columns=["model", "layers", "query heads", "KV heads", "head_dim",
+                                      "positions"]).set_index("model")
+    out["bytes per position"] = [kv_cache_bytes(r.layers, r["KV heads"], r.head_dim, 1, batch,
+                                                bytes_per_value) for _, r in out.iterrows()]
+    out["bytes"] = [kv_cache_bytes(r.layers, r["KV heads"], r.head_dim, r.positions, batch,
+                                   bytes_per_value) for _, r in out.iterrows()]
+    return out
+
+
+def human_bytes(n: int) -> str:
+    """Binary units, two decimals at most: 524288 -> '512 KiB', 2**30 -> '1 GiB',
+    1342177280 -> '1.25 GiB' (the exact byte count sits next to it in every table)."""
+    for unit, size in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+        if n >= size:
+            return f"{n / size:,.2f}".rstrip("0").rstrip(".") + f" {unit}"
+    return f"{n} B"
+
+
+# ---------------------------------------------------------------- weights
+
+def load_reference(task: str, weights_dir: Path = WEIGHTS_DIR) -> TinyLlama | None:
+    """The trained seed-0 reference model of `task` from the committed weights, or None."""
+    path = Path(weights_dir) / f"llama_{task}_seed0.safetensors"
+    if not path.exists():
+        return None
+    from safetensors.torch import load_file
+
+    state = load_file(str(path))
+    cfg = variant_config("llama")
+    model = TinyLlama(cfg, seed=None)
+    if cfg.tie_embeddings:  # the tied head is saved once, as the embedding
+        state.setdefault("lm_head.weight", state["embed_tokens.weight"])
+    model.load_state_dict(state)
+    return model.eval()
+
+
+# ---------------------------------------------------------------- measured: tokens and bytes
+
+@torch.no_grad()
+def generate_with_cache(model: TinyLlama, prompt: torch.Tensor, n_new: int,
+                        dtype: torch.dtype = torch.float32, capacity: int | None = None):
+    """The loop of `TinyLlama.generate(use_cache=True)`, returning the cache as well.
+
+    Prefill the prompt, then feed each new token; the last token is produced but never
+    fed, so the cache ends holding prompt + n_new - 1 positions. -> (tokens (B, n_new), cache)
+    """
+    b, t = prompt.shape
+    cache = KVCache.for_model(model.cfg, b, capacity or t + n_new, dtype)
+    logits = model(prompt, cache=cache, last=1)
+    out = []
+    for i in range(n_new):
+        nxt = logits[:, -1].argmax(-1, keepdim=True)  # (B, 1)
+        out.append(nxt)
+        if i + 1 < n_new:
+            logits = model(nxt, cache=cache)
+    return torch.cat(out, dim=1), cache
+
+
+def cached_vs_recomputed(model: TinyLlama, prompts: torch.Tensor, n_new: int) -> dict:
+    """Greedy generation with the cache and by full recomputation: are the tokens identical?"""
+    model.eval()
+    cached = model.generate(prompts, n_new, use_cache=True)
+    recomputed = model.generate(prompts, n_new, use_cache=False)
+    return {"items": int(prompts.shape[0]), "new tokens": n_new, "tokens compared": int(cached.numel()),
+            "identical": bool(torch.equal(cached, recomputed)),
+            "tokens that differ": int((cached != recomputed).sum()),
+            "distinct generations": len({tuple(r) for r in cached.tolist()}),
+            "tokens": cached}
+
+
+def held_bytes(cache: KVCache) -> int:
+    """Bytes of the filled prefix, counted from the tensors themselves (not the formula)."""
+    return sum(t[:, :, :cache.length].numel() * t.element_size() for t in cache.k + cache.v)
+
+
+def unwritten_is_zero(cache: KVCache) -> bool:
+    """Positions past the filled prefix were allocated but never written (still all zero)."""
+    return all(not t[:, :, cache.length:].any() for t in cache.k + cache.v)
+
+
+# ---------------------------------------------------------------- measured: time per token
+
+class _Step:
+    """Producing the next token after `ids` (1, L), both ways: with the cache holding the
+    first L - 1 positions (feed one token), and by recomputing all L positions."""
+
+    def __init__(self, model: TinyLlama, ids: torch.Tensor):
+        self.model, self.ids = model, ids
+        self.cache = KVCache.for_model(model.cfg, 1, ids.shape[1])
+        with torch.no_grad():
+            model(ids[:, :-1], cache=self.cache)  # prefill, not timed
+        self.filled = self.cache.length
+
+    @torch.no_grad()
+    def cached(self) -> torch.Tensor:
+        self.cache.length = self.filled  # forget the previous step's position: same work every time
+        return self.model(self.ids[:, -1:], cache=self.cache)[:, -1]
+
+    @torch.no_grad()
+    def recomputed(self) -> torch.Tensor:
+        return self.model(self.ids, last=1)[:, -1]
+
+
+def measure_timing(lengths=LENGTHS, repeats: int = REPEATS, variant: str = "llama", seed: int = 0,
+                   threads: int = 1) -> dict:
+    """Time per generated token, with and without the cache, at each sequence length.
+
+    Random weights (timing does not depend on what the weights learned), batch 1, float32,
+    `threads` torch threads. Each repeat is one round over every length (one untimed warm-up
+    call each way, then one timed call with the cache and one without), so a busy spell on
+    the machine spreads over all lengths; the result is the median over rounds, in
+    milliseconds. Returns a JSON-able dict
+    that records the machine it ran on.
+    """
+    lengths = [int(n) for n in lengths]
+    if not lengths or min(lengths) < 2 or repeats < 1:
+        raise ValueError(f"need lengths >= 2 and repeats >= 1, got {lengths!r}, {repeats!r}")
+    cfg = variant_config(variant)
+    if cfg.position == "learned" and max(lengths) > cfg.max_seq_len:
+        raise ValueError(f"{variant} has a learned table of {cfg.max_seq_len} positions")
+    saved = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        model = TinyLlama(cfg, seed=seed).eval()
+        g = torch.Generator().manual_seed(seed)
+        steps = [_Step(model, torch.randint(0, cfg.vocab_size, (1, n), generator=g)) for n in lengths]
+        for s in steps:  # the two paths give the same next-token logits; then warm up
+            torch.testing.assert_close(s.cached(), s.recomputed(), rtol=0, atol=1e-4)
+            s.cached(), s.recomputed()
+        t_cache = [[] for _ in lengths]
+        t_full = [[] for _ in lengths]
+        for _ in range(repeats):
+            for i, s in enumerate(steps):
+                s.cached(), s.recomputed()  # untimed: warm the caches after the previous length
+                t0 = time.perf_counter()
+                s.cached()
+                t1 = time.perf_counter()
+                s.recomputed()
+                t2 = time.perf_counter()
+                t_cache[i].append(t1 - t0)
+                t_full[i].append(t2 - t1)
+        machine = environment()  # cpu model, torch version, threads (as set here), python, platform
+        machine["cores"] = os.cpu_count()
+        machine["load_average_1min"] = round(os.getloadavg()[0], 2)  # how busy the machine was
+    finally:
+        torch.set_num_threads(saved)
+    return {"what": "milliseconds to produce one next token after a sequence of `lengths` tokens: "
+                    "with the KV cache (one new position) and by recomputing every position",
+            "variant": variant, "seed": seed, "batch": 1, "dtype": "float32", "repeats": repeats,
+            "statistic": "median", "lengths": lengths,
+            "cached_ms": [round(1000 * statistics.median(t), 4) for t in t_cache],
+            "recompute_ms": [round(1000 * statistics.median(t), 4) for t in t_full],
+            "machine": machine}
+
+
+def write_timing(timing: dict, path: Path = TIMING_PATH) -> Path:
+    """Write the timing file atomically (temp file + os.replace)."""
+    path = Path(path)
+    atomic_write_text(path, json.dumps(timing, indent=1, sort_keys=True) + "\n")
+    return path
+
+
+def load_timing(path: Path = TIMING_PATH) -> dict:
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no KV-cache timing at {path}; measure it with "
+                                "`llamanat study --only kv_cache` (or fresh=True)")
+    timing = json.loads(path.read_text())
+    missing = {"lengths", "cached_ms", "recompute_ms", "machine"} - timing.keys()
+    if missing or not len(timing["lengths"]) == len(timing["cached_ms"]) == len(timing["recompute_ms"]):
+        raise ValueError(f"KV-cache timing file {path} is malformed (missing {sorted(missing)})")
+    return timing

@@ -1,0 +1,55 @@
+"""The rotation sweep (SPEC §7): what each RoPE base does to the angles, as arithmetic.
+
+Pair i of a head turns by theta^(-2i/d) radians per position. The base decides how
+many pairs still tell two positions of a recall item apart (they turn a visible angle
+between them) and how many turn past a full circle (positions far apart look alike to
+that pair). Nothing here is trained: it is the column a reader can redo by hand.
+"""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import torch
+
+from ..config import variant_config
+from ..model import TinyLlama
+from ..positional import inverse_frequencies, slowest_period
+
+HEAD_DIM = 16
+LONGEST = 37  # positions 0..37: the 12-pair item (37 tokens before the answer) and its answer
+
+
+def pair_angles(theta: float, head_dim: int = HEAD_DIM, positions: int = LONGEST + 1) -> torch.Tensor:
+    """(positions, head_dim/2) radians: the angle pair i has turned at position p, p * theta^(-2i/d)."""
+    p = torch.arange(positions, dtype=torch.float64)
+    inv = inverse_frequencies(head_dim, theta).double()
+    return torch.outer(p, inv)
+
+
+def parameters_per_base(thetas, variant: str = "llama") -> dict[float, int]:
+    """Parameters of the model at each base (RoPE has none, so every base gives the same count)."""
+    return {float(t): TinyLlama(variant_config(variant, rope_theta=float(t)), seed=None).num_parameters()
+            for t in thetas}
+
+
+def period_table(thetas, head_dim: int = HEAD_DIM, span: int = LONGEST) -> pd.DataFrame:
+    """One row per base: the slowest pair's period, its angle across `span` positions, and
+    how many pairs turn a full circle or more across that span (they wrap around)."""
+    params = parameters_per_base(thetas)
+    rows = []
+    for t in thetas:
+        angles = pair_angles(t, head_dim, span + 1)[-1]  # each pair's angle at offset `span`
+        rows.append({
+            "base": float(t),
+            "slowest period (positions)": slowest_period(head_dim, t),
+            f"slowest pair over {span} positions (degrees)": math.degrees(float(angles[-1])),
+            f"pairs past a full turn over {span} positions": int((angles >= 2 * math.pi).sum()),
+            "parameters": params[float(t)],
+        })
+    return pd.DataFrame(rows).set_index("base")
+
+
+def base_label(theta: float) -> str:
+    """10000.0 -> '10,000' (the base as the book writes it)."""
+    return f"{theta:,.0f}"

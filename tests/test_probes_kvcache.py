@@ -1,0 +1,109 @@
+"""The KV-cache chapter's probes (SPEC §7): arithmetic table, the measured cache (tokens,
+bytes), the reference-weights loader and the timing file."""
+import json
+
+import pytest
+import torch
+
+from llamanat_core import TinyLlama, variant_config
+from llamanat_core.kv import KVCache, kv_cache_bytes
+from llamanat_core.probes import kvcache as kp
+from llamanat_core.tasks import Recall
+
+
+@pytest.fixture(scope="module")
+def prompts():
+    return Recall(seed=1, n_pairs=8).splits(0, 0, 12).test.prompt  # (12, 25)
+
+
+def test_arithmetic_table_by_hand():
+    t = kp.arithmetic_table()
+    assert t.loc["tiny GQA (reference)", "bytes"] == 2 * 2 * 2 * 2048 * 16 * 2 == 524_288
+    assert t.loc["tiny MHA", "bytes"] == 2 * t.loc["tiny GQA (reference)", "bytes"]
+    assert t.loc["tiny MQA", "bytes"] == t.loc["tiny GQA (reference)", "bytes"] // 2
+    assert t.loc["LLaMA-1 7B", "bytes"] == 2 ** 30
+    assert t.loc["Llama-2-70B", "bytes"] == 2 * 80 * 8 * 4096 * 128 * 2
+    assert (t["bytes per position"] * t["positions"] == t["bytes"]).all()
+    assert kp.arithmetic_table(positions=4096).loc["tiny MQA", "bytes"] == 2 * 262_144
+
+
+def test_human_bytes():
+    assert kp.human_bytes(524_288) == "512 KiB"
+    assert kp.human_bytes(2 ** 30) == "1 GiB"
+    assert kp.human_bytes(1_342_177_280) == "1.25 GiB"
+    assert kp.human_bytes(100) == "100 B"
+    assert kp.human_bytes(1_677_721_600) == "1.56 GiB"  # LLaMA-1 13B: 1.5625 GiB, rounded
+
+
+@pytest.mark.parametrize("variant", ["mha", "llama", "mqa"])
+def test_generate_with_cache_is_generate_and_holds_the_computed_bytes(variant, prompts):
+    model = TinyLlama(variant_config(variant, init_std=0.3), seed=2).eval()
+    tokens, cache = kp.generate_with_cache(model, prompts[:1], 9, torch.float16, capacity=2048)
+    assert torch.equal(tokens, model.generate(prompts[:1], 9, use_cache=True, cache_dtype=torch.float16))
+    assert cache.length == 25 + 9 - 1  # the last token is produced, never fed
+    cfg = model.cfg
+    assert cache.nbytes(filled_only=False) == kv_cache_bytes(2, cfg.n_kv_heads, 16, 2048)
+    assert kp.held_bytes(cache) == cache.nbytes() == kv_cache_bytes(2, cfg.n_kv_heads, 16, cache.length)
+    assert kp.unwritten_is_zero(cache)
+    cache.k[0][0, 0, cache.length, 0] = 1.0  # a write past the prefix is noticed
+    assert not kp.unwritten_is_zero(cache)
+
+
+def test_cached_vs_recomputed_reports_identical_and_catches_a_broken_cache(prompts, monkeypatch):
+    model = TinyLlama(variant_config("llama", init_std=0.3), seed=1).eval()
+    ok = kp.cached_vs_recomputed(model, prompts, 8)
+    assert ok["identical"] and ok["tokens that differ"] == 0 and ok["tokens compared"] == 12 * 8
+    assert ok["distinct generations"] > 1
+    update = KVCache.update
+
+    def stale(self, layer, k, v, start):  # a cache that hands back V shifted by one position
+        kk, vv = update(self, layer, k, v, start)
+        return kk, vv.roll(1, dims=2)
+
+    monkeypatch.setattr(KVCache, "update", stale)
+    bad = kp.cached_vs_recomputed(model, prompts, 8)
+    assert not bad["identical"] and bad["tokens that differ"] > 0
+
+
+def test_load_reference_round_trip(tmp_path):
+    from safetensors.torch import save_file
+
+    assert kp.load_reference("recall", tmp_path) is None
+    model = TinyLlama(variant_config("llama"), seed=5)
+    state = {k: v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
+    save_file(state, str(tmp_path / "llama_recall_seed0.safetensors"))  # as the study saves it
+    loaded = kp.load_reference("recall", tmp_path)
+    ids = torch.randint(0, 61, (2, 13), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        assert torch.equal(loaded(ids), model(ids))
+    assert loaded.lm_head.weight is loaded.embed_tokens.weight  # still tied
+
+
+def test_measure_timing_shape_and_threads():
+    before = torch.get_num_threads()
+    t = kp.measure_timing(lengths=(4, 8), repeats=2)
+    assert torch.get_num_threads() == before
+    assert t["lengths"] == [4, 8] and len(t["cached_ms"]) == len(t["recompute_ms"]) == 2
+    assert all(x > 0 for x in t["cached_ms"] + t["recompute_ms"])
+    assert t["machine"]["threads"] == 1 and t["machine"]["torch"] == torch.__version__
+    assert "cpu" in t["machine"]
+    json.dumps(t)  # JSON-able as it stands
+    with pytest.raises(ValueError):
+        kp.measure_timing(lengths=(1,), repeats=1)
+    with pytest.raises(ValueError, match="learned table"):
+        kp.measure_timing(lengths=(64,), repeats=1, variant="abs_pos")
+
+
+def test_timing_file_round_trip_is_atomic(tmp_path):
+    path = tmp_path / "study" / "kv_timing.json"
+    with pytest.raises(FileNotFoundError, match="llamanat study"):
+        kp.load_timing(path)
+    timing = {"lengths": [16, 32], "cached_ms": [0.5, 0.6], "recompute_ms": [0.7, 1.2],
+              "machine": {"cpu": "x", "torch": "y", "threads": 1}}
+    assert kp.write_timing(timing, path) == path
+    assert kp.load_timing(path) == timing
+    assert [p.name for p in path.parent.iterdir()] == ["kv_timing.json"]  # no temp file left
+    path.write_text(json.dumps({"lengths": [16], "cached_ms": [1.0, 2.0], "recompute_ms": [1.0],
+                                "machine": {}}))
+    with pytest.raises(ValueError, match="malformed"):
+        kp.load_timing(path)

@@ -1,0 +1,62 @@
+"""The sweep chapter's arithmetic (SPEC §7): pair angles, slowest period, wrap counts,
+and the same parameter count at every base."""
+import math
+
+import pytest
+import torch
+
+from llamanat_core.probes.sweep import base_label, pair_angles, parameters_per_base, period_table
+from llamanat_core.study import THETAS
+
+
+def test_pair_angles_by_hand():
+    a = pair_angles(10_000.0, head_dim=16, positions=38)
+    assert a.shape == (38, 8)
+    assert torch.equal(a[0], torch.zeros(8))  # position 0 is never rotated
+    assert a[37, 0].item() == pytest.approx(37.0)  # pair 0 turns one radian per position
+    assert a[37, 1].item() == pytest.approx(37 / 10_000 ** (2 / 16))
+    assert a[37, 7].item() == pytest.approx(37 / 10_000 ** (14 / 16))
+    assert torch.allclose(a[20], 20 * a[1])  # linear in the position
+
+
+def test_period_table_columns_by_hand():
+    t = period_table(THETAS)
+    assert list(t.index) == [10.0, 100.0, 10_000.0, 1_000_000.0]
+    assert t.loc[10_000.0, "slowest period (positions)"] == pytest.approx(2 * math.pi * 10 ** 3.5)
+    assert t.loc[10.0, "slowest period (positions)"] == pytest.approx(2 * math.pi * 10 ** (14 / 16))
+    wraps = t["pairs past a full turn over 37 positions"]
+    # 37 * theta^(-2i/16) >= 2*pi: base 10 -> pairs 0..6, base 100 -> 0..3, 1e4 and 1e6 -> 0..1
+    assert wraps.tolist() == [7, 4, 2, 2]
+    slow = t["slowest pair over 37 positions (degrees)"]
+    assert slow.is_monotonic_decreasing  # a larger base turns the slowest pair less
+    assert slow.loc[10.0] == pytest.approx(math.degrees(37 / 10 ** (14 / 16)))
+
+
+def test_same_parameters_at_every_base():
+    params = parameters_per_base(THETAS)
+    assert set(params.values()) == {102_528}
+    assert period_table(THETAS)["parameters"].nunique() == 1
+
+
+def test_base_label():
+    assert [base_label(t) for t in THETAS] == ["10", "100", "10,000", "1,000,000"]
+
+
+def test_verdict_sentence_follows_decided():
+    """report.verdict_sentence (added for this chapter): the wording flips with the data."""
+    import pandas as pd
+
+    from llamanat_core.report import compare, verdict_sentence
+
+    def frame(low):  # base 10 against base 10,000 on three seeds
+        return pd.DataFrame({"rope_theta": [10.0] * 3 + [10_000.0] * 3, "seed": [0, 1, 2] * 2,
+                             "final": True, "step": 1200, "test_acc": low + [0.9, 0.9, 0.9]})
+
+    decided = compare(frame([0.5, 0.5, 0.5]), "rope_theta", 10.0, 10_000.0)
+    s = verdict_sentence([decided], what="accuracy")
+    assert decided.decided and "1 of 1 gap is decided: 10.0 is below 10000.0 by 40.0 points" in s
+    split = compare(frame([1.0, 0.8, 0.9]), "rope_theta", 10.0, 10_000.0)
+    s = verdict_sentence([split], what="accuracy")
+    assert not split.decided and "the gap is not decided" in s and "(identical on every seed)" not in s
+    same = compare(frame([0.9, 0.9, 0.9]), "rope_theta", 10.0, 10_000.0)
+    assert "identical on every seed" in verdict_sentence([decided, same], what="accuracy")
