@@ -1,0 +1,207 @@
+"""The SwiGLU chapter's measurements: gate or switch, and the width rule (SPEC §8).
+
+Three hidden layers are compared on the same input:
+
+* ``relu``   – relu(up(x)): a switch, each unit either passes or is exactly zero;
+* ``gelu``   – gelu(up(x)): the displaced two-matrix MLP of the `gelu_mlp` control;
+* ``swiglu`` – silu(gate(x)) * up(x): LLaMA's gated unit, a smooth multiplier on up(x).
+
+ReLU and GeLU read the *same* up projection (the `gelu_mlp` control's), so the two
+differ only in the function applied to identical pre-activations.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+from ..config import REFERENCE, variant_config
+from ..kv import PUBLISHED
+from ..model import TinyLlama
+
+KINDS = ("relu", "gelu", "swiglu")
+
+
+# The input batch has its own generator seed, far from the model seeds: the model's
+# initialisation draws from a generator seeded with the model seed, and a batch drawn from
+# the same seed would repeat the weights' random numbers (inputs aligned with weight rows).
+BATCH_SEED = 1_000_003
+
+
+def random_batch(n_tokens: int = 4096, d_model: int = 64, seed: int = BATCH_SEED) -> torch.Tensor:
+    """A fixed batch of standard-normal vectors (n_tokens, d_model): roughly unit RMS,
+    which is what the RMSNorm in front of every MLP hands it at initialisation."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n_tokens, d_model, generator=g)
+
+
+@torch.no_grad()
+def hidden_units(kind: str, x: torch.Tensor, seed: int = 0, layer: int = 0) -> torch.Tensor:
+    """Hidden activations (n, width) of the first-layer MLP of a freshly initialised model.
+
+    The weights are exactly those a trained run of that seed starts from: `swiglu` from
+    the reference, `relu` and `gelu` from the `gelu_mlp` control (same up projection).
+    """
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    variant = "llama" if kind == "swiglu" else "gelu_mlp"
+    mlp = TinyLlama(variant_config(variant), seed=seed).layers[layer].mlp
+    if kind == "relu":
+        return F.relu(mlp.up_proj(x))
+    return mlp.hidden(x)
+
+
+def float32_zero_edge(fn, lo: float = -200.0, hi: float = 0.0, iters: int = 60) -> float:
+    """The largest negative z at which fn(z) is exactly 0.0 in float32 (bisection).
+
+    Mathematically gelu(z) and silu(z) are never 0 for z < 0; in float32 they round to
+    exactly 0 once the factor Phi(z) or sigmoid(z) underflows. Returns -inf if fn(lo) != 0.
+    """
+    def is_zero(z: float) -> bool:
+        return bool(fn(torch.tensor(z, dtype=torch.float32)) == 0)
+
+    if not is_zero(lo):
+        return float("-inf")
+    for _ in range(iters):  # invariant: fn(lo) == 0, fn(hi) != 0 (or hi == 0)
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if is_zero(mid) else (lo, mid)
+    return lo
+
+
+def zero_share(h: torch.Tensor) -> float:
+    """Fraction of hidden values that are exactly 0.0 (no tolerance)."""
+    return float((h == 0).sum()) / h.numel()
+
+
+def negative_share(h: torch.Tensor) -> float:
+    """Fraction of hidden values below zero (a ReLU switch can never produce one)."""
+    return float((h < 0).sum()) / h.numel()
+
+
+def zero_table(seeds=(0, 1, 2, 3, 4), n_tokens: int = 4096,
+               batch_seed: int = BATCH_SEED) -> pd.DataFrame:
+    """Tidy frame (kind, seed, zero, negative, width) on one fixed random batch,
+    one row per initialisation seed and hidden-layer kind."""
+    x = random_batch(n_tokens, REFERENCE.d_model, batch_seed)
+    rows = []
+    for kind in KINDS:
+        for s in seeds:
+            h = hidden_units(kind, x, s)
+            rows.append({"kind": kind, "seed": int(s), "zero": zero_share(h),
+                         "negative": negative_share(h), "width": int(h.shape[1])})
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------- trained weights
+
+def load_reference(path: Path | str) -> TinyLlama:
+    """The seed-0 reference model from a safetensors file (tied head: not stored)."""
+    from safetensors.torch import load_file
+
+    model = TinyLlama(REFERENCE, seed=None)
+    missing, unexpected = model.load_state_dict(load_file(str(path)), strict=False)
+    if unexpected or set(missing) - {"lm_head.weight"}:
+        raise ValueError(f"{path}: unexpected {unexpected}, missing {missing}")
+    return model.eval()
+
+
+def reference_model(task: str, fresh: bool = False,
+                    steps: int | None = None) -> tuple[TinyLlama, str, torch.Tensor]:
+    """The trained seed-0 reference of a task, where it came from, and the inputs to probe.
+
+    fresh=False: the committed weights (artifacts/weights). fresh=True: the weights of the
+    reader's own full-budget re-run if present, else the same run retrained here at
+    `steps` (deterministic: one thread, seed 0). The inputs are the held-out test items
+    as the model reads them in training (every position but the last).
+    """
+    from ..study import FRESH_DIR, WEIGHTS_DIR, Run, weights_path
+    from ..train import Budget, fit
+
+    full = Budget()
+    budget = full if steps in (None, full.steps) else Budget.short(int(steps))
+    run = Run(task, "llama", 0, budget=budget)
+    ids = run.spec.make(0).splits(budget.n_train, budget.n_val, budget.n_test).test.ids[:, :-1]
+    path = weights_path(run, FRESH_DIR / "weights" if fresh else WEIGHTS_DIR)
+    if budget == full and path.exists():
+        where = "retrained here" if fresh else "committed"
+        return load_reference(path), f"the {where} seed-0 reference ({full.steps:,} steps)", ids
+    if not fresh:
+        raise FileNotFoundError(f"no trained weights at {path}; run the study, or use fresh=True")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        model = fit(run.config, run.spec, 0, budget, compile=run.compile).model.eval()
+    finally:
+        torch.set_num_threads(threads)
+    return model, f"the seed-0 reference retrained here for {budget.steps:,} steps", ids
+
+
+@torch.no_grad()
+def trained_hidden(model: TinyLlama, ids: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Run ids (B, T) through the model and return, over every layer and position,
+    the gate and up pre-activations (`gate`, `up`) and the SwiGLU hidden units
+    (`hidden` = silu(gate) * up), flattened."""
+    inputs = []
+    hooks = [layer.mlp.register_forward_hook(lambda m, args, out: inputs.append((m, args[0])))
+             for layer in model.layers]
+    try:
+        model(ids)
+    finally:
+        for h in hooks:
+            h.remove()
+    gate = torch.cat([m.gate_proj(x).flatten() for m, x in inputs])
+    up = torch.cat([m.up_proj(x).flatten() for m, x in inputs])
+    hidden = torch.cat([m.hidden(x).flatten() for m, x in inputs])
+    return {"gate": gate, "up": up, "hidden": hidden}
+
+
+def gate_summary(gate: torch.Tensor, hidden: torch.Tensor) -> dict[str, float]:
+    """What a switch would have done to the trained SwiGLU units.
+
+    zero: share of hidden units exactly 0; gate_negative: share whose gate pre-activation
+    is below 0 (a ReLU gate would switch these off); mass_negative_gate: share of the
+    total |hidden| carried by those units, which the smooth gate still lets through.
+    """
+    off = gate < 0
+    mass = hidden.abs()
+    return {"zero": zero_share(hidden), "gate_negative": float(off.sum()) / off.numel(),
+            "mass_negative_gate": float(mass[off].sum() / mass.sum())}
+
+
+def share_at_most(values: torch.Tensor, thresholds) -> torch.Tensor:
+    """For each threshold t, the share of values with |value| <= t (exact zeros count at
+    every t, so a switch shows up as the curve's floor)."""
+    v = values.abs().flatten().sort().values
+    t = torch.as_tensor(thresholds, dtype=v.dtype)
+    return torch.searchsorted(v, t, right=True).double() / v.numel()
+
+
+# ---------------------------------------------------------------- three matrices against two
+
+def mlp_parameters(variant: str) -> int:
+    """MLP parameters per layer of a variant, counted on the built model."""
+    cfg = variant_config(variant)
+    return TinyLlama(cfg, seed=None).parameter_breakdown()["mlp"] // cfg.n_layers
+
+
+def width_table(formatted: bool = False) -> pd.DataFrame:
+    """LLaMA-1's FFN width rule at the four published sizes, and what it costs per layer
+    against a two-matrix MLP of width 4d (the 2017 Transformer's). `formatted` gives
+    strings with thousands separators for the page."""
+    rows = []
+    for m in PUBLISHED:
+        if not m.name.startswith("LLaMA-1"):
+            continue
+        d, h = m.dim, m.ffn_hidden
+        rows.append({"model": m.name, "d_model": d, "2/3 · 4d": 8 * d / 3, "hidden (rule)": h,
+                     "SwiGLU 3·d·hidden": 3 * d * h, "two-matrix 2·d·4d": 8 * d * d,
+                     "SwiGLU / two-matrix": 3 * d * h / (8 * d * d)})
+    table = pd.DataFrame(rows).set_index("model")
+    if formatted:
+        table = table.astype(object)
+        for c in table.columns:
+            f = {"2/3 · 4d": "{:,.1f}", "SwiGLU / two-matrix": "{:.4f}"}.get(c, "{:,}")
+            table[c] = [f.format(v) for v in table[c]]
+    return table

@@ -1,0 +1,102 @@
+"""The SwiGLU chapter's probes: exact-zero shares, the trained-weight hook, the width rule."""
+import math
+
+import pytest
+import torch
+
+from llamanat_core import REFERENCE, TinyLlama, variant_config
+from llamanat_core.kv import PUBLISHED, PublishedModel
+from llamanat_core.probes import swiglu
+
+
+def test_zero_share_counts_exact_zeros_only():
+    h = torch.tensor([0.0, -0.0, 1e-30, -1e-30, 2.0, 0.0])
+    assert swiglu.zero_share(h) == 3 / 6
+    assert swiglu.negative_share(h) == 1 / 6
+
+
+def test_relu_switches_off_about_half_and_gelu_swiglu_none():
+    t = swiglu.zero_table(seeds=(0, 1), n_tokens=1024)
+    relu = t[t.kind == "relu"]
+    assert relu.zero.between(0.45, 0.55).all()
+    assert (t[t.kind != "relu"].zero == 0).all()
+    # ReLU and GeLU read the same up projection: GeLU is negative exactly where ReLU is zero
+    gelu = t[t.kind == "gelu"]
+    assert relu.zero.tolist() == gelu.negative.tolist()
+    assert (relu.negative == 0).all()
+    assert set(zip(t.kind, t.width)) == {("relu", 288), ("gelu", 288), ("swiglu", 192)}
+
+
+def test_hidden_units_use_the_models_initial_weights():
+    x = swiglu.random_batch(8, 64, seed=3)
+    mlp = TinyLlama(REFERENCE, seed=2).layers[0].mlp
+    expected = torch.nn.functional.silu(mlp.gate_proj(x)) * mlp.up_proj(x)
+    assert torch.equal(swiglu.hidden_units("swiglu", x, seed=2), expected)
+    with pytest.raises(ValueError, match="kind"):
+        swiglu.hidden_units("tanh", x)
+
+
+def test_trained_hidden_hooks_every_layer_and_position(tmp_path):
+    from safetensors.torch import save_file
+
+    model = TinyLlama(REFERENCE, seed=5)
+    state = {k: v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
+    save_file(state, str(tmp_path / "w.safetensors"))
+    loaded = swiglu.load_reference(tmp_path / "w.safetensors")
+    assert torch.equal(loaded.lm_head.weight, model.embed_tokens.weight)
+    ids = torch.randint(0, REFERENCE.vocab_size, (3, 7), generator=torch.Generator().manual_seed(0))
+    out = swiglu.trained_hidden(loaded, ids)
+    assert out["hidden"].numel() == REFERENCE.n_layers * 3 * 7 * REFERENCE.d_ff
+    s = swiglu.gate_summary(out["gate"], out["hidden"])
+    assert s["zero"] == 0 and 0.3 < s["gate_negative"] < 0.7 and 0 < s["mass_negative_gate"] < 1
+
+
+def test_gate_summary_on_hand_values():
+    gate = torch.tensor([-1.0, 2.0, -3.0, 4.0])
+    hidden = torch.tensor([1.0, 1.0, 2.0, 0.0])
+    s = swiglu.gate_summary(gate, hidden)
+    assert s == {"zero": 0.25, "gate_negative": 0.5, "mass_negative_gate": 0.75}
+
+
+def test_width_rule_and_parameter_match():
+    assert PUBLISHED[0].ffn_hidden == 11_008
+    assert [m.ffn_hidden for m in PUBLISHED[:4]] == [11_008, 13_824, 17_920, 22_016]
+    for d in (4096, 5120, 6656, 8192):
+        h = PublishedModel("x", d, 1, 1, 1, 1).ffn_hidden
+        assert h % 256 == 0 and 0 <= h - 8 * d / 3 < 256
+    t = swiglu.width_table()
+    assert list(t["hidden (rule)"]) == [11_008, 13_824, 17_920, 22_016]
+    assert t.loc["LLaMA-1 7B", "SwiGLU 3·d·hidden"] == 3 * 4096 * 11_008
+    assert math.isclose(t.loc["LLaMA-1 7B", "SwiGLU / two-matrix"], 11_008 * 3 / (8 * 4096))
+    assert swiglu.width_table(formatted=True).loc["LLaMA-1 7B", "hidden (rule)"] == "11,008"
+    assert swiglu.mlp_parameters("llama") == swiglu.mlp_parameters("gelu_mlp") == 36_864
+    cfg = variant_config("gelu_mlp")
+    assert cfg.gelu_ff * 2 == cfg.d_ff * 3
+
+
+def test_random_batch_is_not_drawn_from_the_weights_stream():
+    """A batch drawn with a model seed would repeat that model's init numbers: some
+    inputs would be (scaled) copies of weight rows. The chapter's batch must not be."""
+    x = swiglu.random_batch()
+    x = x / x.norm(dim=1, keepdim=True)
+    for seed in range(5):
+        for variant in ("llama", "gelu_mlp"):
+            w = TinyLlama(variant_config(variant), seed=seed).layers[0].mlp.up_proj.weight.detach()
+            w = w / w.norm(dim=1, keepdim=True)
+            assert (x @ w.T).abs().max() < 0.8
+
+
+def test_share_at_most_counts_exact_zeros_as_a_floor():
+    v = torch.tensor([0.0, 0.0, 1e-3, -0.1, 1.0])
+    assert swiglu.share_at_most(v, [1e-9, 1e-3, 0.5, 2.0]).tolist() == [0.4, 0.6, 0.8, 1.0]
+
+
+def test_float32_zero_edge():
+    import torch.nn.functional as F
+
+    g = swiglu.float32_zero_edge(F.gelu)
+    assert -7 < g < -5
+    assert F.gelu(torch.tensor(g)) == 0 and F.gelu(torch.tensor(g + 0.01)) != 0
+    s = swiglu.float32_zero_edge(F.silu)
+    assert s < -80 and F.silu(torch.tensor(s)) == 0
+    assert swiglu.float32_zero_edge(torch.tanh) == float("-inf")
