@@ -84,7 +84,8 @@ class Attention(nn.Module):
         cfg = self.cfg
         b, t, _ = x.shape
         t_q = t if last is None else min(last, t)
-        q = self.q_proj(x[:, t - t_q:]).view(b, t_q, cfg.n_heads, cfg.head_dim).transpose(1, 2)  # (B, H, Tq, D)
+        q = self.q_proj(x[:, t - t_q:])  # queries only where an output is read
+        q = q.view(b, t_q, cfg.n_heads, cfg.head_dim).transpose(1, 2)  # (B, H, Tq, D)
         k = self.k_proj(x).view(b, t, cfg.n_kv_heads, cfg.head_dim).transpose(1, 2)  # (B, Hkv, T, D)
         v = self.v_proj(x).view(b, t, cfg.n_kv_heads, cfg.head_dim).transpose(1, 2)  # (B, Hkv, T, D)
         if rope is not None:  # positions rotate Q and K only; V carries content, unrotated
