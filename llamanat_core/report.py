@@ -227,19 +227,22 @@ def seed_points(ax, table: pd.DataFrame, percent: bool = True, color="C0", label
 
 
 def seed_curves(ax, df: pd.DataFrame, by: str, value: str = "test_acc", order=None,
-                percent: bool = True):
-    """Accuracy against training step: one thin line per seed, a thick line for the mean."""
+                percent: bool = True, x: str = "step", colors: dict | None = None):
+    """Accuracy against training step: one thin line per seed, a thick line for the mean.
+
+    `x` names another column to plot against (e.g. a depth or a length); `colors` maps a
+    group to its colour (default: the style's cycle, in `order`)."""
     scale = 100 if percent else 1
     groups = order or list(dict.fromkeys(df[by]))
     for i, g in enumerate(groups):
         d = df[df[by] == g]
-        color = f"C{i}"
+        color = (colors or {}).get(g, f"C{i}")
         for _, s in d.groupby("seed"):
-            s = s.sort_values("step")
-            ax.plot(s.step, s[value] * scale, color=color, lw=0.8, alpha=0.45)
-        m = d.groupby("step")[value].mean() * scale
+            s = s.sort_values(x)
+            ax.plot(s[x], s[value] * scale, color=color, lw=0.8, alpha=0.45)
+        m = d.groupby(x)[value].mean() * scale
         ax.plot(m.index, m.values, color=color, lw=2.2, marker="o", ms=4, label=str(g))
-    ax.set_xlabel("training step")
+    ax.set_xlabel("training step" if x == "step" else x)
     ax.set_ylabel(("" if not percent else "") + METRIC_NAMES.get(value, value) + (" (%)" if percent else ""))
     ax.legend(frameon=False, fontsize=8)
     return ax
@@ -262,3 +265,136 @@ def summary_figure(df: pd.DataFrame):
         ax.axhline(100 * t.loc["llama", "mean"], color="0.6", lw=0.8, ls="--")
     fig.tight_layout()
     return fig
+
+
+# ---------------------------------------------------------------- orderings across tasks
+# Added for the GQA chapter (and any chapter that reads three rows on both tasks):
+# whether two tasks order the same rows the same way, generated from the data.
+
+def mean_order(table: pd.DataFrame, percent: bool = True, labels: dict | None = None) -> str:
+    """'a (x) > b (y) = c (z)' from a seed_table: rows by mean, highest first."""
+    g = (lambda x: f"{100 * x:.1f}%") if percent else (lambda x: f"{x:.3f}")
+    t = table.sort_values("mean", ascending=False, kind="stable")
+    out, prev = "", None
+    for i, m in zip(t.index, t["mean"]):
+        name = (labels or {}).get(i, _label(i))
+        if prev is not None:
+            out += " = " if m == prev else " > "
+        out += f"{name} ({g(m)})"
+        prev = m
+    return out
+
+
+def orderings_sentence(df: pd.DataFrame, column: str, rows, tasks=("addition", "recall"),
+                       value: str = "test_acc", step: int | None = None, percent: bool = True,
+                       labels: dict | None = None) -> str:
+    """Do two tasks order `rows` the same way? A sentence generated from the data.
+
+    It states each task's order by mean, then: the same order (and how many of the
+    pairwise gaps behind it are decided), or which pairs swap places and whether any
+    swap is decided on *both* tasks — only then does it say the order depends on the task.
+    """
+    from itertools import combinations
+
+    if len(tasks) != 2:
+        raise ValueError(f"orderings_sentence compares exactly two tasks, got {tasks!r}")
+    what = METRIC_NAMES.get(value, value)
+
+    def name(r) -> str:
+        return (labels or {}).get(r, str(r))
+
+    def sign(x: float) -> int:
+        return (x > 0) - (x < 0)
+
+    per_task = {t: df[df.task == t] for t in tasks}
+    orders = {t: mean_order(seed_table(d, column, value, step, order=rows), percent, labels)
+              for t, d in per_task.items()}
+    cmp = {t: {p: compare(d, column, p[0], p[1], value, step) for p in combinations(rows, 2)}
+           for t, d in per_task.items()}
+    t1, t2 = tasks
+    s = f"By mean {what}, {t1} orders them {orders[t1]}; {t2} orders them {orders[t2]}. "
+    pairs = list(cmp[t1])
+    flips = [p for p in pairs if sign(cmp[t1][p].gap) * sign(cmp[t2][p].gap) < 0]
+    same = all(sign(cmp[t1][p].gap) == sign(cmp[t2][p].gap) for p in pairs)
+    flat = [t for t in tasks if all(cmp[t][p].gap == 0 for p in pairs)]
+    if len(flat) == 2:
+        return s + "Neither task separates the rows: every mean is equal on both."
+    if same:
+        undecided = sum(not cmp[t][p].decided for t in tasks for p in pairs)
+        s += "The two tasks give the same order"
+        if undecided:
+            return s + (f", but {undecided} of its {2 * len(pairs)} pairwise gaps (both tasks "
+                        "counted) are inside the seed spread or split by the seeds, so the "
+                        "order is not fully decided by this budget.")
+        return s + ", and every pairwise gap behind it is decided on both tasks."
+    if flat:
+        other = t2 if flat[0] == t1 else t1
+        flat_task = flat[0][:1].upper() + flat[0][1:]
+        return s + (f"{flat_task} does not separate the rows at all (every mean is equal), "
+                    f"so only {other} orders them; no pair swaps places.")
+    if not flips:
+        return s + ("The orders differ only where one task ties rows the other separates; "
+                    "no pair swaps places.")
+    swapped = ", ".join(f"{name(a)} and {name(b)}" for a, b in flips)
+    real = [p for p in flips if cmp[t1][p].decided and cmp[t2][p].decided]
+    s += f"The two tasks order them differently: {swapped} swap places. "
+    if real:
+        both = ", ".join(f"{name(a)} against {name(b)}" for a, b in real)
+        return s + (f"For {both} the swap is decided on both tasks (every seed agrees and "
+                    "the gap exceeds the seed spread on each), so which is better depends "
+                    "on the task.")
+    return s + ("No swap is decided on both tasks: on at least one task each swapped gap is "
+                "inside the seed spread or split by the seeds, so the data show rows this "
+                "budget does not separate, not an order that depends on the task.")
+
+
+# ---------------------------------------------------------------- tiny numbers in prose
+# Added for the norm and RoPE chapters: differences at float-rounding size, glued as text.
+
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def sci(x: float, digits: int = 1) -> str:
+    """A number for prose in scientific form: '2.4 × 10⁻⁷'; an exact zero is '0'."""
+    x = float(x)
+    if x == 0 or not math.isfinite(x):
+        return "0" if x == 0 else str(x)
+    exp = math.floor(math.log10(abs(x)))
+    mant = round(x / 10 ** exp, digits)
+    if abs(mant) >= 10:
+        mant, exp = mant / 10, exp + 1
+    return f"{mant:.{digits}f}" + ("" if exp == 0 else f" × 10{str(exp).translate(_SUPERSCRIPT)}")
+
+
+# ---------------------------------------------------------------- several comparisons at once
+# Added for the sweep and alphabet chapters (and any chapter with a family of paired
+# comparisons): which gaps the data decide, in one generated sentence.
+
+def verdict_sentence(comparisons: list[Comparison], what: str | None = None,
+                     percent: bool = True) -> str:
+    """'On <metric>, k of n gaps are decided: A is above B by x (every seed). Not decided: ...'
+
+    Driven by `Comparison.decided` alone, so a rerun that moves a gap into or out of the
+    seed spread changes the sentence.
+    """
+    if not comparisons:
+        raise ValueError("verdict_sentence needs at least one comparison")
+    f = (lambda x: f"{100 * abs(x):.1f} points") if percent else (lambda x: f"{abs(x):.3f}")
+    what = what or METRIC_NAMES.get(comparisons[0].metric, comparisons[0].metric)
+    decided = [c for c in comparisons if c.decided]
+    rest = [c for c in comparisons if not c.decided]
+    n = len(comparisons)
+    if decided:
+        s = (f"On {what}, {len(decided)} of {n} gap{'s' if n > 1 else ''} "
+             f"{'is' if len(decided) == 1 else 'are'} decided: ")
+        s += "; ".join(f"{c.a} is {'above' if c.gap > 0 else 'below'} {c.b} by {f(c.gap)}, "
+                       f"on each of the {len(c.diffs)} paired seeds" for c in decided) + "."
+    else:
+        s = f"On {what}, " + ("the gap is not decided." if n == 1 else f"none of the {n} gaps is decided.")
+    if rest:
+        parts = [f"{c.a} against {c.b} ("
+                 + ("identical on every seed" if not any(c.diffs) else
+                    "inside the seed spread" if abs(c.gap) <= c.spread else "the seeds disagree")
+                 + ")" for c in rest]
+        s += " Not decided: " + ", ".join(parts) + "."
+    return s

@@ -67,8 +67,10 @@ class Run:
 
     @property
     def save_weights(self) -> bool:
-        """The seed-0 reference model of each task is kept for chapters that inspect it."""
-        return (self.variant == "llama" and self.seed == 0 and not self.overrides
+        """Seed-0 weights kept for chapters that inspect a trained model: the reference on
+        each task, and the learned position table on recall (train short, test long)."""
+        keep = self.variant == "llama" or (self.variant == "abs_pos" and self.task == "recall")
+        return (keep and self.seed == 0 and not self.overrides
                 and self.answer == "name" and self.budget == Budget() and self.compile)
 
     def record(self) -> dict:
@@ -161,7 +163,7 @@ def run_path(cache_dir: Path, run: Run) -> Path:
 
 
 def weights_path(run: Run, weights_dir: Path = WEIGHTS_DIR) -> Path:
-    return Path(weights_dir) / f"llama_{run.task}_seed{run.seed}.safetensors"
+    return Path(weights_dir) / f"{run.variant}_{run.task}_seed{run.seed}.safetensors"
 
 
 def check_entry(path: Path) -> tuple[dict | None, str | None]:
@@ -345,11 +347,16 @@ FRESH_DIR = ROOT / ".fresh"  # a reader's own re-runs; never committed
 
 
 def chapter_results(measurements, fresh: bool = False, seeds=SEEDS, steps: int | None = None,
-                    workers: int = 1):
+                    workers: int = 1, variants=None):
     """What a chapter publishes: the committed study, or (fresh=True) its runs re-trained
-    here through the resumable runner with the given seeds and steps."""
+    here through the resumable runner with the given seeds and steps. `variants` keeps
+    only those rows (a chapter re-trains just what it shows)."""
     if isinstance(measurements, str):
         measurements = (measurements,)
+    if variants is not None:
+        unknown = sorted(set(variants) - set(VARIANTS))
+        if unknown:
+            raise ValueError(f"unknown variant(s) {unknown}; choose from {sorted(VARIANTS)}")
     seeds = tuple(int(s) for s in seeds)
     full = Budget()
     if not fresh:
@@ -361,9 +368,14 @@ def chapter_results(measurements, fresh: bool = False, seeds=SEEDS, steps: int |
         if missing:
             raise ValueError(f"seeds {missing} are not in the committed study (it has "
                              f"{sorted(set(df.seed))}); use fresh=True to train them")
-        return df[df.measurement.isin(measurements) & df.seed.isin(seeds)].reset_index(drop=True)
+        keep = df.measurement.isin(measurements) & df.seed.isin(seeds)
+        if variants is not None:
+            keep &= df.variant.isin(variants)
+        return df[keep].reset_index(drop=True)
     budget = full if steps in (None, full.steps) else Budget.short(int(steps))
     p = plan(tuple(measurements), seeds, budget)
+    if variants is not None:
+        p = {m: [r for r in runs if r.variant in variants] for m, runs in p.items()}
     entries = run_study(unique_runs(p), FRESH_DIR, workers=workers,
                         weights_dir=FRESH_DIR / "weights")
     return frame(p, entries)

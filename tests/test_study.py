@@ -147,7 +147,7 @@ def test_committed_study_is_complete():
     df = study.load_results()
     assert set(df.run) == {r.key for r in runs}
     assert len(df) == sum(len(v) for v in p.values()) * len(Budget().checkpoints)
-    for r in (Run("addition", "llama", 0), Run("recall", "llama", 0)):
+    for r in (Run("addition", "llama", 0), Run("recall", "llama", 0), Run("recall", "abs_pos", 0)):
         assert study.weights_path(r).exists()
 
 
