@@ -26,16 +26,30 @@ study: venv
 chapters: venv
 	$(BIN)/llamanat chapters
 
+# The HTML book from the executed chapters. --all: a full rebuild, so warnings from
+# unchanged pages are reported again and -W judges the whole book.
+BOOK_BUILD = $(BIN)/jupyter-book build . -W -n --keep-going --all
+
 book: study chapters
-	$(BIN)/jupyter-book build . -W -n --keep-going
+	$(BOOK_BUILD)
 	@echo "book: _build/html/index.html"
+
+# nbval re-executes every committed artifact and compares its outputs (text and HTML;
+# PNGs are compared byte for byte by tests/test_chapters.py instead, see its docstring).
+NBVAL = --nbval --nbval-sanitize-with nbval_sanitize.cfg --nbval-current-env \
+	--nbval-cell-timeout 1800
 
 lint: venv
 	$(BIN)/ruff check llamanat_core tests benchmarks
 
+# Every check, in order: lint; unit and pipeline tests; nbval on the committed chapters;
+# the book build with warnings as errors; the browser test on the pages just built.
 test: venv
 	$(BIN)/ruff check llamanat_core tests benchmarks
-	$(BIN)/python -m pytest tests
+	$(BIN)/python -m pytest tests --ignore=tests/test_browser.py
+	$(BIN)/python -m pytest $(NBVAL) artifacts/*.ipynb
+	$(BOOK_BUILD)
+	LLAMANAT_REQUIRE_BOOK=1 $(BIN)/python -m pytest tests/test_browser.py
 
 bench: venv
 	$(BIN)/python benchmarks/train_step.py
