@@ -151,7 +151,10 @@ def cmd_chapters(args) -> int:
         params["steps"] = args.steps
     if args.fresh:
         params["fresh"] = True
-    run_chapters(args.names or None, params)
+    # The committed artifacts are what the book publishes: a run with other parameters
+    # goes elsewhere unless asked, so a reader's experiment never dirties the tree.
+    out = args.out or ("artifacts" if not params else ".fresh/chapters")
+    run_chapters(args.names or None, params, out_dir=out)
     return 0
 
 
@@ -204,15 +207,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=_seeds, default=None, help="papermill parameter `seeds`")
     p.add_argument("--steps", type=_positive, default=None, help="papermill parameter `steps`")
     p.add_argument("--fresh", action="store_true", help="re-train the chapter's runs here")
+    p.add_argument("--out", default=None,
+                   help="output folder (default artifacts/, or .fresh/chapters/ with parameters)")
     p.set_defaults(func=cmd_chapters)
     return parser
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    from .chapters import ChapterError
+
     try:
         return args.func(args)
-    except (ValueError, FileNotFoundError) as e:
+    except (ValueError, FileNotFoundError, ChapterError) as e:
         print(f"llamanat {args.command}: error: {e}", file=sys.stderr)
         return 2
 
