@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 
 from .config import MATRIX_VARIANTS, VARIANTS, variant_config
+from .fast import compile_default
 from .train import Budget, TaskSpec, budget_dict, fit
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -373,7 +374,8 @@ def chapter_results(measurements, fresh: bool = False, seeds=SEEDS, steps: int |
             keep &= df.variant.isin(variants)
         return df[keep].reset_index(drop=True)
     budget = full if steps in (None, full.steps) else Budget.short(int(steps))
-    p = plan(tuple(measurements), seeds, budget)
+    # compiled as the study unless LLAMANAT_COMPILE=0 (recorded in every run either way)
+    p = plan(tuple(measurements), seeds, budget, compile=compile_default())
     if variants is not None:
         p = {m: [r for r in runs if r.variant in variants] for m, runs in p.items()}
     entries = run_study(unique_runs(p), FRESH_DIR, workers=workers,

@@ -116,12 +116,13 @@ def reference_model(task: str, fresh: bool = False,
     `steps` (deterministic: one thread, seed 0). The inputs are the held-out test items
     as the model reads them in training (every position but the last).
     """
+    from ..fast import compile_default
     from ..study import FRESH_DIR, WEIGHTS_DIR, Run, weights_path
     from ..train import Budget, fit
 
     full = Budget()
     budget = full if steps in (None, full.steps) else Budget.short(int(steps))
-    run = Run(task, "llama", 0, budget=budget)
+    run = Run(task, "llama", 0, budget=budget, compile=compile_default())
     ids = run.spec.make(0).splits(budget.n_train, budget.n_val, budget.n_test).test.ids[:, :-1]
     path = weights_path(run, FRESH_DIR / "weights" if fresh else WEIGHTS_DIR)
     if budget == full and path.exists():
