@@ -198,6 +198,18 @@ def cached(cache_dir: Path, run: Run, weights_dir: Path = WEIGHTS_DIR) -> dict |
     return entry
 
 
+def save_weights(state: dict, run: Run, path: Path) -> None:
+    """safetensors, atomically. The metadata is one JSON string: safetensors stores a dict
+    of several keys in arbitrary order, which would make the file's bytes vary."""
+    from safetensors.torch import save_file
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    record = json.dumps({"run": run.key, "label": run.label}, sort_keys=True)
+    save_file({k: v.contiguous() for k, v in state.items()}, str(tmp), metadata={"run": record})
+    os.replace(tmp, path)
+
+
 def execute(run: Run, cache_dir: Path, weights_dir: Path = WEIGHTS_DIR) -> dict:
     """Train one run at one thread and write its entry (and weights) atomically."""
     torch.set_num_threads(1)
@@ -207,15 +219,9 @@ def execute(run: Run, cache_dir: Path, weights_dir: Path = WEIGHTS_DIR) -> dict:
              "losses": result.losses, "final_loss": result.losses[-1],
              "seconds": round(result.seconds, 2), "env": environment()}
     if run.save_weights:
-        from safetensors.torch import save_file
-        path = weights_path(run, weights_dir)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        state = {k: v.contiguous() for k, v in result.model.state_dict().items()
+        state = {k: v for k, v in result.model.state_dict().items()
                  if k != "lm_head.weight" or not run.config.tie_embeddings}
-        save_file(state, str(tmp), metadata={"task": run.task, "variant": run.variant,
-                                             "seed": str(run.seed), "run": run.key})
-        os.replace(tmp, path)
+        save_weights(state, run, weights_path(run, weights_dir))
     atomic_write_text(run_path(cache_dir, run), json.dumps(entry, indent=1) + "\n")
     return entry
 

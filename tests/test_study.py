@@ -173,3 +173,20 @@ def test_refit_reproduces_committed_run():
     committed_row, refit_row, committed_losses, refit_losses, _ = study.reference_refit("recall", 0)
     assert refit_losses == committed_losses
     assert refit_row == committed_row
+
+
+def test_saved_weights_are_byte_stable_and_load_back(tmp_path):
+    """Weights are a committed artifact: the same tensors give the same bytes every time."""
+    from safetensors.torch import load_file
+
+    from llamanat_core import TinyLlama, variant_config
+
+    run = Run("recall", "llama", 0)
+    state = {k: v for k, v in TinyLlama(variant_config("llama"), seed=0).state_dict().items()
+             if k != "lm_head.weight"}
+    a, b = tmp_path / "a.safetensors", tmp_path / "b.safetensors"
+    study.save_weights(state, run, a)
+    study.save_weights(dict(reversed(list(state.items()))), run, b)
+    assert a.read_bytes() == b.read_bytes()
+    loaded = load_file(str(a))
+    assert loaded.keys() == state.keys() and all(torch.equal(loaded[k], state[k]) for k in state)
