@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from llamanat_core import Config, TinyLlama
+from llamanat_core import Config, TinyLlama, variant_config
 from llamanat_core.probes import rope as probe
 
 
@@ -72,3 +72,22 @@ def test_rows_past_the_trained_length_get_no_gradient_and_only_decay():
     assert r["step_factor"] == pytest.approx(1 - 1e-3 * 0.01)
     assert r["max_step_deviation"] < 1e-9
     assert r["init_row_norm_unseen"] == pytest.approx(0.16, rel=0.15)
+
+
+def test_trained_table_rows_past_the_trained_length_only_decay(tmp_path):
+    """A short abs_pos fit: rows the model never reads are init × (1 − lr·wd)^steps exactly;
+    the rows it reads move. (And the check can fail: an unrelated table is far off.)"""
+    from safetensors.torch import save_file
+
+    from llamanat_core.train import Budget, TaskSpec, fit
+
+    budget = Budget(steps=15, n_train=128, n_val=16, n_test=16, checkpoints=(15,))
+    model = fit(variant_config("abs_pos"), TaskSpec("recall"), 0, budget).model
+    path = tmp_path / "t.safetensors"
+    save_file({"embed_positions.weight": model.embed_positions.weight.detach().clone()}, str(path))
+    out = probe.trained_table(path, seen=13, seed=0, budget=budget)
+    assert out["unseen_max_rel_dev"] < 1e-6
+    assert out["seen_min_rel_change"] > 1e-3
+    other = TinyLlama(variant_config("abs_pos"), seed=1).embed_positions.weight.detach().clone()
+    save_file({"embed_positions.weight": other}, str(path))
+    assert probe.trained_table(path, seen=13, seed=0, budget=budget)["unseen_max_rel_dev"] > 0.5
