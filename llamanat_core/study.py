@@ -71,8 +71,7 @@ class Run:
         """Seed-0 weights kept for chapters that inspect a trained model: the reference on
         each task, and the learned position table on recall (train short, test long)."""
         keep = self.variant == "llama" or (self.variant == "abs_pos" and self.task == "recall")
-        return (keep and self.seed == 0 and not self.overrides
-                and self.answer == "name" and self.budget == Budget() and self.compile)
+        return keep and self.seed == 0 and not self.overrides and self.answer == "name"
 
     def record(self) -> dict:
         return {"schema": RUN_SCHEMA, "task": self.task, "variant": self.variant,
@@ -164,7 +163,12 @@ def run_path(cache_dir: Path, run: Run) -> Path:
 
 
 def weights_path(run: Run, weights_dir: Path = WEIGHTS_DIR) -> Path:
-    return Path(weights_dir) / f"{run.variant}_{run.task}_seed{run.seed}.safetensors"
+    """The committed study's budget gets the plain name; any other run (a reader's reduced
+    budget, the eager path) carries its key, so runs never overwrite each other."""
+    name = f"{run.variant}_{run.task}_seed{run.seed}"
+    if run.budget != Budget() or not run.compile:
+        name += f"_{run.key}"
+    return Path(weights_dir) / f"{name}.safetensors"
 
 
 def check_entry(path: Path) -> tuple[dict | None, str | None]:

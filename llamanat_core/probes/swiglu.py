@@ -111,9 +111,9 @@ def reference_model(task: str, fresh: bool = False,
                     steps: int | None = None) -> tuple[TinyLlama, str, torch.Tensor]:
     """The trained seed-0 reference of a task, where it came from, and the inputs to probe.
 
-    fresh=False: the committed weights (artifacts/weights). fresh=True: the weights of the
-    reader's own full-budget re-run if present, else the same run retrained here at
-    `steps` (deterministic: one thread, seed 0). The inputs are the held-out test items
+    fresh=False: the committed weights (artifacts/weights). fresh=True: the weights the
+    chapter's own runs saved at `steps` if present, else the same run retrained here
+    (deterministic: one thread, seed 0). The inputs are the held-out test items
     as the model reads them in training (every position but the last).
     """
     from ..fast import compile_default
@@ -125,9 +125,9 @@ def reference_model(task: str, fresh: bool = False,
     run = Run(task, "llama", 0, budget=budget, compile=compile_default())
     ids = run.spec.make(0).splits(budget.n_train, budget.n_val, budget.n_test).test.ids[:, :-1]
     path = weights_path(run, FRESH_DIR / "weights" if fresh else WEIGHTS_DIR)
-    if budget == full and path.exists():
+    if path.exists():  # the study keeps it (fresh: the chapter's own runs just saved it)
         where = "retrained here" if fresh else "committed"
-        return load_reference(path), f"the {where} seed-0 reference ({full.steps:,} steps)", ids
+        return load_reference(path), f"the {where} seed-0 reference ({budget.steps:,} steps)", ids
     if not fresh:
         raise FileNotFoundError(f"no trained weights at {path}; run the study, or use fresh=True")
     threads = torch.get_num_threads()
