@@ -122,7 +122,8 @@ def reference_model(task: str, fresh: bool = False,
 
     full = Budget()
     budget = full if steps in (None, full.steps) else Budget.short(int(steps))
-    run = Run(task, "llama", 0, budget=budget, compile=compile_default())
+    # the committed study is compiled; a fresh run follows LLAMANAT_COMPILE like the study runner
+    run = Run(task, "llama", 0, budget=budget, compile=compile_default() if fresh else True)
     ids = run.spec.make(0).splits(budget.n_train, budget.n_val, budget.n_test).test.ids[:, :-1]
     path = weights_path(run, FRESH_DIR / "weights" if fresh else WEIGHTS_DIR)
     if path.exists():  # the study keeps it (fresh: the chapter's own runs just saved it)
