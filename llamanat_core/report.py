@@ -198,14 +198,6 @@ def glue_all(values: dict) -> None:
 
 # ---------------------------------------------------------------- figures
 
-def _style():
-    try:
-        from .plotting import use_book_style
-        use_book_style()
-    except ImportError:  # pragma: no cover - plotting style is optional
-        pass
-
-
 def seed_points(ax, table: pd.DataFrame, percent: bool = True, color="C0", label_rotation=0,
                 offset: float = 0.0, label: str | None = None):
     """Each seed as a point, the mean as a bar tick, one x position per row of a seed_table."""
@@ -254,13 +246,14 @@ def summary_figure(df: pd.DataFrame):
     import matplotlib.pyplot as plt
 
     from .config import MATRIX_VARIANTS
+    from .plotting import TASK_COLORS, use_book_style
 
-    _style()
+    use_book_style()
     d = df[df.measurement == "matrix"]
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
     for ax, task in zip(axes, ("addition", "recall")):
         t = seed_table(d[d.task == task], "variant", "test_acc", order=MATRIX_VARIANTS)
-        seed_points(ax, t, color="C0" if task == "addition" else "C1", label_rotation=30)
+        seed_points(ax, t, color=TASK_COLORS[task], label_rotation=30)
         ax.set_title(f"{task}: test accuracy at the last checkpoint")
         ax.axhline(100 * t.loc["llama", "mean"], color="0.6", lw=0.8, ls="--")
     fig.tight_layout()

@@ -171,6 +171,23 @@ def weights_path(run: Run, weights_dir: Path = WEIGHTS_DIR) -> Path:
     return Path(weights_dir) / f"{name}.safetensors"
 
 
+def load_weights(run: Run, weights_dir: Path = WEIGHTS_DIR):
+    """The saved weights of `run` as an eval-mode TinyLlama, or None if none were saved.
+    A tied head is stored once, as the embedding, and comes back tied."""
+    from safetensors.torch import load_file
+
+    from .model import TinyLlama
+
+    path = weights_path(run, weights_dir)
+    if not path.exists():
+        return None
+    model = TinyLlama(run.config, seed=None)
+    missing, unexpected = model.load_state_dict(load_file(str(path)), strict=False)
+    if unexpected or set(missing) - ({"lm_head.weight"} if run.config.tie_embeddings else set()):
+        raise ValueError(f"{path}: unexpected {unexpected}, missing {missing}")
+    return model.eval()
+
+
 def check_entry(path: Path) -> tuple[dict | None, str | None]:
     """(entry, None) if the file is a complete result whose record hashes to its name,
     else (None, why)."""
@@ -338,20 +355,6 @@ def load_results(cache_dir: Path = STUDY_DIR, measurement: str | None = None):
             raise ValueError(f"unknown measurement {measurement!r}; choose from {list(MEASUREMENTS)}")
         df = df[df.measurement == measurement].reset_index(drop=True)
     return df
-
-
-def load_losses(keys, cache_dir: Path = STUDY_DIR):
-    """Per-step training losses of the given runs: columns run, step, loss."""
-    import pandas as pd
-
-    parts = []
-    for key in dict.fromkeys(keys):
-        entry, why = check_entry(Path(cache_dir) / "runs" / f"{key}.json")
-        if entry is None:
-            raise ValueError(f"run {key}: cache entry is {why}")
-        parts.append(pd.DataFrame({"run": key, "step": range(1, len(entry["losses"]) + 1),
-                                   "loss": entry["losses"]}))
-    return pd.concat(parts, ignore_index=True)
 
 
 FRESH_DIR = ROOT / ".fresh"  # a reader's own re-runs; never committed

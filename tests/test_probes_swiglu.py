@@ -7,6 +7,7 @@ import torch
 from llamanat_core import REFERENCE, TinyLlama, variant_config
 from llamanat_core.kv import PUBLISHED, PublishedModel
 from llamanat_core.probes import swiglu
+from llamanat_core.study import Run, load_weights, weights_path
 
 
 def test_zero_share_counts_exact_zeros_only():
@@ -41,8 +42,8 @@ def test_trained_hidden_hooks_every_layer_and_position(tmp_path):
 
     model = TinyLlama(REFERENCE, seed=5)
     state = {k: v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
-    save_file(state, str(tmp_path / "w.safetensors"))
-    loaded = swiglu.load_reference(tmp_path / "w.safetensors")
+    save_file(state, str(weights_path(Run("recall", "llama", 0), tmp_path)))
+    loaded = load_weights(Run("recall", "llama", 0), tmp_path)
     assert torch.equal(loaded.lm_head.weight, model.embed_tokens.weight)
     ids = torch.randint(0, REFERENCE.vocab_size, (3, 7), generator=torch.Generator().manual_seed(0))
     out = swiglu.trained_hidden(loaded, ids)

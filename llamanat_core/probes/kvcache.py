@@ -19,7 +19,7 @@ import torch
 from ..config import variant_config
 from ..kv import PUBLISHED, KVCache, kv_cache_bytes
 from ..model import TinyLlama
-from ..study import STUDY_DIR, WEIGHTS_DIR, atomic_write_text, environment
+from ..study import STUDY_DIR, WEIGHTS_DIR, Run, atomic_write_text, environment, load_weights
 
 TIMING_PATH = STUDY_DIR / "kv_timing.json"
 LENGTHS = (16, 32, 64, 128, 256, 512, 1024, 2048)
@@ -59,18 +59,7 @@ def human_bytes(n: int) -> str:
 
 def load_reference(task: str, weights_dir: Path = WEIGHTS_DIR) -> TinyLlama | None:
     """The trained seed-0 reference model of `task` from the committed weights, or None."""
-    path = Path(weights_dir) / f"llama_{task}_seed0.safetensors"
-    if not path.exists():
-        return None
-    from safetensors.torch import load_file
-
-    state = load_file(str(path))
-    cfg = variant_config("llama")
-    model = TinyLlama(cfg, seed=None)
-    if cfg.tie_embeddings:  # the tied head is saved once, as the embedding
-        state.setdefault("lm_head.weight", state["embed_tokens.weight"])
-    model.load_state_dict(state)
-    return model.eval()
+    return load_weights(Run(task, "llama", 0), weights_dir)
 
 
 # ---------------------------------------------------------------- measured: tokens and bytes

@@ -11,8 +11,6 @@ differ only in the function applied to identical pre-activations.
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 import torch
 import torch.nn.functional as F
@@ -96,17 +94,6 @@ def zero_table(seeds=(0, 1, 2, 3, 4), n_tokens: int = 4096,
 
 # ---------------------------------------------------------------- trained weights
 
-def load_reference(path: Path | str) -> TinyLlama:
-    """The seed-0 reference model from a safetensors file (tied head: not stored)."""
-    from safetensors.torch import load_file
-
-    model = TinyLlama(REFERENCE, seed=None)
-    missing, unexpected = model.load_state_dict(load_file(str(path)), strict=False)
-    if unexpected or set(missing) - {"lm_head.weight"}:
-        raise ValueError(f"{path}: unexpected {unexpected}, missing {missing}")
-    return model.eval()
-
-
 def reference_model(task: str, fresh: bool = False,
                     steps: int | None = None) -> tuple[TinyLlama, str, torch.Tensor]:
     """The trained seed-0 reference of a task, where it came from, and the inputs to probe.
@@ -117,7 +104,7 @@ def reference_model(task: str, fresh: bool = False,
     as the model reads them in training (every position but the last).
     """
     from ..fast import compile_default
-    from ..study import FRESH_DIR, WEIGHTS_DIR, Run, weights_path
+    from ..study import FRESH_DIR, WEIGHTS_DIR, Run, load_weights, weights_path
     from ..train import Budget, fit
 
     full = Budget()
@@ -126,9 +113,10 @@ def reference_model(task: str, fresh: bool = False,
     run = Run(task, "llama", 0, budget=budget, compile=compile_default() if fresh else True)
     ids = run.spec.make(0).splits(budget.n_train, budget.n_val, budget.n_test).test.ids[:, :-1]
     path = weights_path(run, FRESH_DIR / "weights" if fresh else WEIGHTS_DIR)
-    if path.exists():  # the study keeps it (fresh: the chapter's own runs just saved it)
+    model = load_weights(run, path.parent)  # the study keeps it (fresh: the chapter's runs saved it)
+    if model is not None:
         where = "retrained here" if fresh else "committed"
-        return load_reference(path), f"the {where} seed-0 reference ({budget.steps:,} steps)", ids
+        return model, f"the {where} seed-0 reference ({budget.steps:,} steps)", ids
     if not fresh:
         raise FileNotFoundError(f"no trained weights at {path}; run the study, or use fresh=True")
     threads = torch.get_num_threads()
