@@ -1,5 +1,6 @@
 """The decoder block's parts: norm, attention, feed-forward, and the block itself.
 
+Every linear layer is bias-free unless `Config.bias` (the control) asks for biases.
 Names follow transformers' Llama (q_proj, gate_proj, input_layernorm, ...) so a
 state dict maps one-to-one onto LlamaForCausalLM.
 """
@@ -70,10 +71,10 @@ class Attention(nn.Module):
     def __init__(self, cfg: Config, layer: int):
         super().__init__()
         self.cfg, self.layer = cfg, layer
-        self.q_proj = nn.Linear(cfg.d_model, cfg.n_heads * cfg.head_dim, bias=False)
-        self.k_proj = nn.Linear(cfg.d_model, cfg.n_kv_heads * cfg.head_dim, bias=False)
-        self.v_proj = nn.Linear(cfg.d_model, cfg.n_kv_heads * cfg.head_dim, bias=False)
-        self.o_proj = nn.Linear(cfg.n_heads * cfg.head_dim, cfg.d_model, bias=False)
+        self.q_proj = nn.Linear(cfg.d_model, cfg.n_heads * cfg.head_dim, bias=cfg.bias)
+        self.k_proj = nn.Linear(cfg.d_model, cfg.n_kv_heads * cfg.head_dim, bias=cfg.bias)
+        self.v_proj = nn.Linear(cfg.d_model, cfg.n_kv_heads * cfg.head_dim, bias=cfg.bias)
+        self.o_proj = nn.Linear(cfg.n_heads * cfg.head_dim, cfg.d_model, bias=cfg.bias)
 
     def forward(self, x, rope=None, cache=None, start: int = 0, last: int | None = None):
         """x (B, T, C) -> (B, T, C); with `last`, only the last queries: (B, last, C).
@@ -114,9 +115,9 @@ class SwiGLU(nn.Module):
 
     def __init__(self, cfg: Config):
         super().__init__()
-        self.gate_proj = nn.Linear(cfg.d_model, cfg.d_ff, bias=False)
-        self.up_proj = nn.Linear(cfg.d_model, cfg.d_ff, bias=False)
-        self.down_proj = nn.Linear(cfg.d_ff, cfg.d_model, bias=False)
+        self.gate_proj = nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias)
+        self.up_proj = nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias)
+        self.down_proj = nn.Linear(cfg.d_ff, cfg.d_model, bias=cfg.bias)
 
     def hidden(self, x: torch.Tensor) -> torch.Tensor:
         return F.silu(self.gate_proj(x)) * self.up_proj(x)
@@ -130,8 +131,8 @@ class GeluMLP(nn.Module):
 
     def __init__(self, cfg: Config):
         super().__init__()
-        self.up_proj = nn.Linear(cfg.d_model, cfg.gelu_ff, bias=False)
-        self.down_proj = nn.Linear(cfg.gelu_ff, cfg.d_model, bias=False)
+        self.up_proj = nn.Linear(cfg.d_model, cfg.gelu_ff, bias=cfg.bias)
+        self.down_proj = nn.Linear(cfg.gelu_ff, cfg.d_model, bias=cfg.bias)
 
     def hidden(self, x: torch.Tensor) -> torch.Tensor:
         return F.gelu(self.up_proj(x))

@@ -1,4 +1,4 @@
-"""`llamanat`: the command line (SPEC §9). Every subcommand has --help."""
+"""`llamanat`: the command line. Every subcommand has --help."""
 from __future__ import annotations
 
 import argparse
@@ -17,7 +17,19 @@ def _seeds(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"seeds must look like '0-4' or '0,2,3', got {text!r}") from None
     if not seeds or min(seeds) < 0:
         raise argparse.ArgumentTypeError(f"seeds must be non-negative and non-empty, got {text!r}")
+    if len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"seeds must not repeat, got {text!r}")
     return seeds
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer seed, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer seed, got {text!r}")
+    return value
 
 
 def _positive(text: str) -> int:
@@ -37,7 +49,9 @@ def cmd_params(args) -> int:
     for name, change in VARIANTS.items():
         model = TinyLlama(variant_config(name), seed=None)
         n = model.num_parameters()
-        assert n == EXPECTED_PARAMETERS[name], (name, n)
+        if name in EXPECTED_PARAMETERS and n != EXPECTED_PARAMETERS[name]:
+            raise ValueError(f"variant {name!r} has {n:,} parameters, registered as "
+                             f"{EXPECTED_PARAMETERS[name]:,}")
         groups = ", ".join(f"{k} {v:,}" for k, v in model.parameter_breakdown().items() if v)
         what = ", ".join(f"{k}={v}" for k, v in change.items()) or "reference"
         print(f"{name:<10} {what:<28} {n:>11,}  {groups}")
@@ -68,7 +82,7 @@ def cmd_fit(args) -> int:
     torch.set_num_threads(args.threads)
     overrides = {"rope_theta": args.rope_theta} if args.rope_theta is not None else {}
     cfg = variant_config(args.variant, **overrides)
-    budget = Budget() if args.steps == Budget().steps else Budget.short(args.steps)
+    budget = Budget.for_steps(args.steps, args.regime)
     spec = TaskSpec(args.task, args.pairs, args.answer, (8, 12) if args.task == "recall" else ())
     bar = tqdm(total=budget.steps, unit="step", file=sys.stderr, dynamic_ncols=True)
 
@@ -80,8 +94,11 @@ def cmd_fit(args) -> int:
     result = fit(cfg, spec, args.seed, budget, progress)
     bar.close()
     cols = [c for c in result.curve[0] if c != "step"]
-    print(f"{args.variant} {args.task} seed={args.seed}: {result.model.num_parameters():,} parameters, "
-          f"{result.seconds:.1f} s ({1000 * result.seconds / budget.steps:.1f} ms/step incl. scoring)")
+    solved = (f"solved at step {result.solve_step:,}" if result.solve_step is not None
+              else f"not solved (validation accuracy >= {budget.solve_at:.0%})")
+    print(f"{args.variant} {args.task} {args.regime} seed={args.seed}: "
+          f"{result.model.num_parameters():,} parameters, {solved}, stopped at {result.stop_step:,}, "
+          f"{result.seconds:.1f} s ({1000 * result.seconds / result.stop_step:.1f} ms/step incl. scoring)")
     print(f"{'step':>6} " + " ".join(f"{c:>12}" for c in cols))
     for row in result.curve:
         print(f"{row['step']:>6} " + " ".join(
@@ -92,42 +109,63 @@ def cmd_fit(args) -> int:
 def cmd_study(args) -> int:
     from pathlib import Path
 
-    from .study import MEASUREMENTS, STUDY_DIR, WEIGHTS_DIR, plan, run_study, unique_runs, write_summary
+    from .study import MEASUREMENTS, SEEDS, STUDY_DIR, WEIGHTS_DIR, plan, run_study, unique_runs, write_summary
     from .train import Budget
 
     if args.quick:
-        budget, seeds = Budget.short(args.steps or 60), args.seeds or (0, 1)
+        budget, seeds = Budget.for_steps(args.steps or 60), args.seeds or (0, 1)
         cache_dir = Path(args.cache_dir or ".quick")
     else:
-        budget = Budget() if args.steps in (None, Budget().steps) else Budget.short(args.steps)
-        seeds = args.seeds or (0, 1, 2, 3, 4)
+        budget = Budget.for_steps(args.steps)
+        seeds = args.seeds or SEEDS
         cache_dir = Path(args.cache_dir) if args.cache_dir else STUDY_DIR
-        if cache_dir == STUDY_DIR and budget != Budget():
-            print("study: a reduced --steps needs --quick or --cache-dir, so the committed "
-                  "study only ever holds the full budget", file=sys.stderr)
+        if cache_dir.resolve() == STUDY_DIR.resolve() and budget != Budget():
+            print("llamanat study: error: a reduced --steps needs --quick or --cache-dir, so the "
+                  "committed study only ever holds the full budget", file=sys.stderr)
             return 2
     only = tuple(args.only) if args.only else MEASUREMENTS + ("kv_cache",)
-    if "kv_cache" in only and not args.list:
-        _kv_timing(force="kv_cache" in (args.only or ()))
-        only = tuple(m for m in only if m != "kv_cache")
-        if not only:
-            return 0
-    p = plan(only, seeds, budget)
-    runs = unique_runs(p)
+    measurements = tuple(m for m in only if m != "kv_cache")
     if args.list:
-        for r in runs:
+        for r in unique_runs(plan(measurements, seeds, budget)) if measurements else ():
             print(r.key, r.label)
+        if "kv_cache" in only:
+            print("kv_cache: KV-cache timings, measured into artifacts/study/kv_timing.json")
         return 0
-    weights_dir = WEIGHTS_DIR if cache_dir == STUDY_DIR else cache_dir / "weights"
-    entries = run_study(runs, cache_dir, args.workers, weights_dir=weights_dir)
-    if set(only) == set(MEASUREMENTS):
+    if "kv_cache" in only:
+        _kv_timing(force="kv_cache" in (args.only or ()))
+    if not measurements:
+        return 0
+    p = plan(measurements, seeds, budget)
+    weights_dir = WEIGHTS_DIR if cache_dir.resolve() == STUDY_DIR.resolve() else cache_dir / "weights"
+    entries = run_study(unique_runs(p), cache_dir, args.workers, weights_dir=weights_dir)
+    if set(measurements) == set(MEASUREMENTS):
         write_summary(p, entries, cache_dir)
-        print(f"study: summary written to {cache_dir / 'results.csv'}", file=sys.stderr)
+        print(f"study: summary written to {cache_dir / 'results.csv'} and {cache_dir / 'curves.csv'}",
+              file=sys.stderr)
+    return 0
+
+
+def cmd_verify(args) -> int:
+    from pathlib import Path
+
+    from .study import STUDY_DIR
+    from .study.verify import TOLERANCE, VERIFY_STEPS, describe, verify
+
+    cache_dir = Path(args.cache_dir) if args.cache_dir else STUDY_DIR
+    print(f"verify: re-fitting the first {VERIFY_STEPS} steps of committed runs (plain loop, "
+          f"1 thread); tolerance {TOLERANCE:.0e} on every step's training loss", file=sys.stderr)
+    checks = verify(cache_dir, args.sample, args.runs, progress=lambda c: print(describe(c), flush=True))
+    bad = [c for c in checks if not c.ok]
+    if bad:
+        print(f"verify: {len(bad)} of {len(checks)} runs differ from the code: "
+              + ", ".join(c.label for c in bad), file=sys.stderr)
+        return 1
+    print(f"verify: all {len(checks)} runs match the code", file=sys.stderr)
     return 0
 
 
 def _kv_timing(force: bool) -> None:
-    """The KV-cache timings (SPEC §7): measured once into a committed file, recording the machine."""
+    """The KV-cache timings: measured once into a committed file, recording the machine."""
     from .probes.kvcache import TIMING_PATH, load_timing, measure_timing, write_timing
 
     if not force:
@@ -163,11 +201,11 @@ def build_parser() -> argparse.ArgumentParser:
         prog="llamanat", description="LLaMA Anatomy: the tiny LLaMA, its controls, and the study.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("params", help="the parameter table of every variant (SPEC §4)",
+    p = sub.add_parser("params", help="the parameter table of every variant",
                        description="Print each variant, the field it changes and its exact parameter count.")
     p.set_defaults(func=cmd_params)
 
-    p = sub.add_parser("cache", help="KV-cache arithmetic (SPEC §7), no training",
+    p = sub.add_parser("cache", help="KV-cache arithmetic, no training",
                        description="Exact KV-cache bytes for the tiny model's MHA/GQA/MQA and for LLaMA-1 "
                                    "7B-65B and Llama-2-70B at their context lengths.")
     p.add_argument("--positions", type=_positive, default=2048, help="positions for the tiny model (2048)")
@@ -177,11 +215,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .config import VARIANTS
     p = sub.add_parser("fit", help="train one model under the budget and print its curve",
-                       description="Train one variant on one task (SPEC §6) and print the checkpoint curve.")
+                       description="Train one variant on one task under the study's budget and print "
+                                   "the test checkpoints (1,200 steps at least, then until solved or the cap).")
     p.add_argument("--variant", required=True, choices=sorted(VARIANTS))
     p.add_argument("--task", required=True, choices=("addition", "recall"))
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--steps", type=_positive, default=1200, help="training steps (1200)")
+    p.add_argument("--seed", type=_seed, default=0, help="a non-negative integer (0)")
+    p.add_argument("--steps", type=_positive, default=None, help="the cap of training steps (4800)")
+    p.add_argument("--regime", choices=("finite", "fresh"), default="finite",
+                   help="finite: 4,000 training items reused; fresh: every batch new items")
     p.add_argument("--pairs", type=_positive, default=4, help="recall pairs at training (4)")
     p.add_argument("--answer", choices=("name", "copy"), default="name", help="recall answer formulation")
     p.add_argument("--rope-theta", type=float, default=None, help="override the RoPE base")
@@ -193,13 +234,23 @@ def build_parser() -> argparse.ArgumentParser:
                                    "the runs in flight.")
     p.add_argument("--only", nargs="+", choices=("matrix", "length", "sweep", "alphabet", "kv_cache"),
                    help="only these measurements (kv_cache re-measures the timings)")
-    p.add_argument("--seeds", type=_seeds, default=None, help="e.g. 0-4 or 0,2 (default 0-4)")
+    p.add_argument("--seeds", type=_seeds, default=None, help="e.g. 0-9 or 0,2 (default 0-9)")
     p.add_argument("--workers", type=_positive, default=1, help="worker processes, one thread each")
     p.add_argument("--quick", action="store_true", help="tiny budget (60 steps, seeds 0-1) into .quick/")
-    p.add_argument("--steps", type=_positive, default=None, help="steps (with --quick or --cache-dir)")
+    p.add_argument("--steps", type=_positive, default=None,
+                   help="the cap of steps (with --quick or --cache-dir)")
     p.add_argument("--cache-dir", default=None, help="where run files go (default artifacts/study)")
     p.add_argument("--list", action="store_true", help="list the runs and their keys, run nothing")
     p.set_defaults(func=cmd_study)
+
+    p = sub.add_parser("verify", help="check committed runs against this code on this CPU",
+                       description="Re-fit the first 50 steps of a sample of committed runs with the plain "
+                                   "training loop and compare every step's loss with the committed one. "
+                                   "Exit 1 naming the runs that differ.")
+    p.add_argument("--sample", type=_positive, default=8, help="how many runs, spread over the plan (8)")
+    p.add_argument("--runs", nargs="+", default=None, metavar="KEY", help="these run keys instead")
+    p.add_argument("--cache-dir", default=None, help="the study to check (default artifacts/study)")
+    p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("chapters", help="execute chapters with papermill into artifacts/",
                        description="Execute chapters/NAME.ipynb into artifacts/NAME.ipynb (all by default).")

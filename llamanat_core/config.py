@@ -1,7 +1,8 @@
-"""The one frozen configuration and the table of controls (SPEC §3, §4).
+"""The one frozen configuration and the table of controls.
 
 Every control replaces exactly one field of the reference, so two rows of any
-table differ in one mechanism and nothing else.
+table differ in one mechanism and nothing else. A new control is one call to
+`register_variant` (see CONTRIBUTING.md), not an edit of these tables.
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ class Config:
     mlp: str = "swiglu"
     gelu_ff: int = 288  # the control's two-matrix width: 1.5 x 192 matches SwiGLU
     tie_embeddings: bool = True
+    bias: bool = False  # biases on every linear layer of the blocks (LLaMA has none)
     attention: str = "sdpa"  # "manual" is the readable path; both give the same numbers
     init_std: float = 0.02
 
@@ -59,8 +61,9 @@ class Config:
             if getattr(self, name) not in allowed:
                 raise ValueError(
                     f"Config.{name} must be one of {allowed}, got {getattr(self, name)!r}")
-        if not isinstance(self.tie_embeddings, bool):
-            raise ValueError(f"Config.tie_embeddings must be a bool, got {self.tie_embeddings!r}")
+        for name in ("tie_embeddings", "bias"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"Config.{name} must be a bool, got {getattr(self, name)!r}")
 
     @property
     def n_rep(self) -> int:
@@ -76,26 +79,42 @@ class Config:
 
 REFERENCE = Config()
 
-# Each control replaces exactly one field of the reference (SPEC §4).
-VARIANTS: dict[str, dict] = {
-    "llama": {},
-    "layernorm": {"norm": "layer"},
-    "postnorm": {"norm_position": "post"},
-    "abs_pos": {"position": "learned"},
-    "gelu_mlp": {"mlp": "gelu"},
-    "mha": {"n_kv_heads": 4},
-    "mqa": {"n_kv_heads": 1},
-    "untied": {"tie_embeddings": False},  # alphabet control only
-}
+# Each control replaces exactly one field of the reference.
+VARIANTS: dict[str, dict] = {}
+# Exact parameter counts with tied embeddings and vocab 61 (a test asserts each).
+EXPECTED_PARAMETERS: dict[str, int] = {}
+# The trained matrix: every control that runs on both tasks in both data regimes.
+MATRIX_VARIANTS: list[str] = []
 
-# The trained matrix (SPEC §7): every variant but `untied`.
-MATRIX_VARIANTS = tuple(v for v in VARIANTS if v != "untied")
 
-# Exact parameter counts with tied embeddings and vocab 61 (SPEC §4).
-EXPECTED_PARAMETERS = {
-    "llama": 102_528, "layernorm": 102_848, "postnorm": 102_528, "abs_pos": 105_600,
-    "gelu_mlp": 102_528, "mha": 110_720, "mqa": 98_432, "untied": 106_432,
-}
+def register_variant(name: str, changes: dict, parameters: int | None = None,
+                     matrix: bool = True) -> None:
+    """Add a control: `changes` replaces Config fields of the reference (one, by design).
+
+    `parameters`, if given, is the exact count a test and `llamanat params` check;
+    `matrix=True` puts the variant in the study's matrix (both tasks, both regimes).
+    """
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"variant name must be an identifier, got {name!r}")
+    if name in VARIANTS:
+        raise ValueError(f"variant {name!r} is already registered")
+    REFERENCE.replace(**changes)  # unknown fields and impossible values fail here
+    VARIANTS[name] = dict(changes)
+    if parameters is not None:
+        EXPECTED_PARAMETERS[name] = parameters
+    if matrix:
+        MATRIX_VARIANTS.append(name)
+
+
+register_variant("llama", {}, 102_528)
+register_variant("layernorm", {"norm": "layer"}, 102_848)
+register_variant("postnorm", {"norm_position": "post"}, 102_528)
+register_variant("abs_pos", {"position": "learned"}, 105_600)
+register_variant("gelu_mlp", {"mlp": "gelu"}, 102_528)
+register_variant("mha", {"n_kv_heads": 4}, 110_720)
+register_variant("mqa", {"n_kv_heads": 1}, 98_432)
+register_variant("bias", {"bias": True}, 103_808)  # stated, not matched: biases add 1,280
+register_variant("untied", {"tie_embeddings": False}, 106_432, matrix=False)  # alphabet only
 
 
 def variant_config(name: str, **overrides) -> Config:

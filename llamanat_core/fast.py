@@ -1,8 +1,8 @@
 """The speed path of `train.fit`: one flat parameter vector, a compiled loss, fused AdamW.
 
-Nothing here changes what is computed (SPEC §6): the same model, the same answer-position
-cross-entropy, gradient clipping at 1.0 and AdamW (lr 1e-3, torch's default betas and
-weight decay) on every parameter. What changes is how many small operations it takes:
+Nothing here changes what is computed: the same model, the same answer-position
+cross-entropy (`train.answer_loss` itself), gradient clipping at 1.0 and AdamW (lr 1e-3,
+torch's default betas and weight decay) on every parameter, as `train.PlainStep` does. What changes is how many small operations it takes:
 
 - **One flat vector.** Every distinct parameter (the tied embedding/head matrix once) is
   a view into one flat tensor, and so is its gradient. Clipping is then one norm and one
@@ -25,12 +25,12 @@ from __future__ import annotations
 import os
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
 
 from .config import REFERENCE, Config
 from .model import TinyLlama
+from .train import answer_loss
 
 
 def compile_default() -> bool:
@@ -78,10 +78,11 @@ def flat_answer_loss(template: nn.Module, names: tuple, sizes: tuple, shapes: tu
                      ids: torch.Tensor) -> torch.Tensor:
     """train.answer_loss, with the parameters taken from the flat vector."""
     params = {n: c.view(s) for n, c, s in zip(names, flat.split(sizes), shapes)}
-    logits = functional_call(template, (params, buffers), (ids[:, :-1],),
-                             {"last": answer_len})  # (B, answer_len, V)
-    targets = ids[:, -answer_len:]  # (B, answer_len)
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+    def model(x, last):
+        return functional_call(template, (params, buffers), (x,), {"last": last})
+
+    return answer_loss(model, ids, answer_len)
 
 
 _TEMPLATES: dict[Config, TinyLlama] = {}
@@ -91,8 +92,9 @@ _COMPILED = None
 def _template(cfg: Config) -> TinyLlama:
     """One weightless module per architecture, shared by every run of the process.
 
-    rope_theta only fills the cos/sin buffers, which are passed in from the real model,
-    so runs that differ only in the base share a template (and a compiled graph).
+    rope_theta only fills the cos/sin buffers, and the step passes the real model's
+    buffers in (never the template's), so runs that differ only in the base share a
+    template and a compiled graph; a test trains a non-default base both ways.
     """
     key = cfg.replace(attention="manual", rope_theta=REFERENCE.rope_theta)
     if key not in _TEMPLATES:

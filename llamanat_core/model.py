@@ -1,4 +1,4 @@
-"""TinyLlama: the decoder-only reference model (SPEC §3) and its controls (§4)."""
+"""TinyLlama: the decoder-only reference model and its controls."""
 from __future__ import annotations
 
 import math
@@ -35,7 +35,8 @@ class TinyLlama(nn.Module):
 
     @torch.no_grad()
     def reset_parameters(self, seed: int) -> None:
-        """normal(0, 0.02) everywhere; the two residual writers get 0.02 / sqrt(2 n_layers).
+        """normal(0, 0.02) everywhere; the two residual writers get 0.02 / sqrt(2 n_layers);
+        norm gains start at 1 and biases (only the `bias` control has them) at 0.
 
         Drawn from a private generator in parameter order, so the global RNG never matters.
         """

@@ -1,4 +1,4 @@
-"""The two tasks with exact graders (SPEC §5): addition with a carry chain, and recall.
+"""The two tasks with exact graders: addition with a carry chain, and recall.
 
 One 61-token alphabet. Every item of a set has the same length (no padding), and each
 (task, seed) draws from its own `random.Random`, independent of torch's RNG.
@@ -115,6 +115,11 @@ class Addition:
         return Splits(TaskData(ids[n_test + n_val:], 6), TaskData(ids[n_test:n_test + n_val], 6),
                       TaskData(ids[:n_test], 6))
 
+    def draw(self, rng: random.Random) -> list[int]:
+        """One item (operand pair) from `rng`, encoded: the fresh-data stream's unit."""
+        p = rng.randrange(self.capacity)
+        return self.encode(self.LOW + p // self.N_OPERANDS, self.LOW + p % self.N_OPERANDS)
+
     @staticmethod
     def parse(chain: torch.Tensor) -> torch.Tensor:
         """(N, 6) generated chain -> integer sum, or -1 where any token is not a digit."""
@@ -184,6 +189,10 @@ class Recall:
         answer = (ANSWER0 if self.answer == "name" else VALUE0) + values[probe]
         return ids + [EQ, KEY0 + keys[probe], answer]
 
+    def draw(self, rng: random.Random) -> list[int]:
+        """One item from `rng`, encoded: the fresh-data stream's unit."""
+        return self._encode(self._item(rng))
+
     def splits(self, n_train: int = 4000, n_val: int = 200, n_test: int = 200) -> Splits:
         """Disjoint splits. The stream depends on (n_pairs, seed) only, so `name` and
         `copy` see the same items and differ in the answer token alone."""
@@ -211,6 +220,30 @@ class Recall:
         if generated.ndim != 2 or generated.shape[1] < 1:
             return torch.zeros(prompt.shape[0], dtype=torch.bool)
         return generated[:, 0] == answer[:, 0]
+
+
+class FreshStream:
+    """Training items never seen before, for the `fresh` data regime.
+
+    Items come from the task's own generator under a separate seeded `random.Random`;
+    an item that is in a held-out set (validation, test) or was drawn before is skipped,
+    so no batch repeats an item and none leaks a held-out one.
+    """
+
+    def __init__(self, task, held_out, seed: int):
+        self.task = task
+        self.rng = random.Random(f"{task.name}/fresh/{getattr(task, 'n_pairs', 0)}/{seed}")
+        self.seen = {tuple(row) for data in held_out for row in data.ids.tolist()}
+
+    def batch(self, size: int) -> torch.Tensor:
+        rows = []
+        while len(rows) < size:
+            row = self.task.draw(self.rng)
+            key = tuple(row)
+            if key not in self.seen:
+                self.seen.add(key)
+                rows.append(row)
+        return torch.tensor(rows, dtype=torch.long)  # (size, L)
 
 
 def make_task(name: str, seed: int = 0, n_pairs: int = 4, answer: str = "name"):

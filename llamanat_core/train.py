@@ -1,4 +1,12 @@
-"""The one training budget (SPEC §6), the trainer, and batched cached scoring."""
+"""The one training budget, the trainer, and batched cached scoring.
+
+`fit` is the whole experiment of one run: train under the budget, evaluate on the
+validation set every `eval_every` steps (the dense curve), score the test set at the
+checkpoints, and stop once the run has been solved for a few evaluations in a row
+(never before `min_steps`) or at the cap. The plain PyTorch loop (`fast=False`) is the
+reference; the default speed path of `fast.py` computes the same function in fewer,
+fused operations, and a test holds the two equal.
+"""
 from __future__ import annotations
 
 import time
@@ -8,38 +16,67 @@ import torch
 import torch.nn.functional as F
 
 from .config import Config
-from .fast import FastStep
 from .model import TinyLlama
-from .tasks import TaskData, make_task
+from .tasks import FreshStream, TaskData, make_task
+
+REGIMES = ("finite", "fresh")
 
 
 @dataclass(frozen=True)
 class Budget:
-    steps: int = 1200
+    """What every run gets; nothing is tuned per variant.
+
+    A run trains at least `min_steps` (so the 300/600/900/1,200 test columns exist for
+    every run), then goes on until validation accuracy has been >= `solve_at` for
+    `solved_evals` evaluations in a row, or until the cap `steps`.
+    """
+    steps: int = 4800  # the cap
+    min_steps: int = 1200
+    eval_every: int = 100
+    solve_at: float = 0.90
+    solved_evals: int = 3
     batch_size: int = 64
     lr: float = 1e-3
     clip: float = 1.0
-    n_train: int = 4000
+    n_train: int = 4000  # the finite regime's training set (fresh draws new items instead)
     n_val: int = 200
     n_test: int = 200
     checkpoints: tuple[int, ...] = (300, 600, 900, 1200)
+    regime: str = "finite"
 
     def __post_init__(self) -> None:
-        for name in ("steps", "batch_size", "n_train", "n_test"):
+        for name in ("steps", "min_steps", "eval_every", "solved_evals", "batch_size",
+                     "n_train", "n_val", "n_test"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
                 raise ValueError(f"Budget.{name} must be a positive integer, got {v!r}")
-        if not self.checkpoints or any(not 0 < c <= self.steps for c in self.checkpoints):
-            raise ValueError(f"Budget.checkpoints must lie in 1..steps={self.steps}, "
+        if self.min_steps > self.steps:
+            raise ValueError(f"Budget.min_steps ({self.min_steps}) must not exceed the cap "
+                             f"Budget.steps ({self.steps})")
+        if not 0 < self.solve_at <= 1:
+            raise ValueError(f"Budget.solve_at must be an accuracy in (0, 1], got {self.solve_at!r}")
+        if self.regime not in REGIMES:
+            raise ValueError(f"Budget.regime must be one of {REGIMES}, got {self.regime!r}")
+        if not self.checkpoints or any(not 0 < c <= self.min_steps for c in self.checkpoints):
+            raise ValueError(f"Budget.checkpoints must lie in 1..min_steps={self.min_steps}, "
                              f"got {self.checkpoints}")
         if list(self.checkpoints) != sorted(set(self.checkpoints)):
             raise ValueError(f"Budget.checkpoints must be increasing, got {self.checkpoints}")
 
     @classmethod
-    def short(cls, steps: int) -> Budget:
-        """The same budget cut to `steps`, with checkpoints at the quarters that fit."""
-        marks = sorted({max(1, round(steps * q / 4)) for q in (1, 2, 3, 4)})
-        return cls(steps=steps, checkpoints=tuple(marks))
+    def for_steps(cls, steps: int | None = None, regime: str = "finite") -> Budget:
+        """The full budget (None), or one scaled down to a cap of `steps`: the floor
+        becomes min(1,200, steps), checkpoints sit at its quarters, and evaluations
+        come about twelve times before the floor."""
+        full = cls(regime=regime)
+        if steps is None or steps == full.steps:
+            return full
+        if not isinstance(steps, int) or isinstance(steps, bool) or steps <= 0:
+            raise ValueError(f"steps must be a positive integer, got {steps!r}")
+        floor = min(full.min_steps, steps)
+        marks = tuple(sorted({max(1, round(floor * q / 4)) for q in (1, 2, 3, 4)}))
+        every = full.eval_every if floor >= full.min_steps else max(1, floor // 12)
+        return cls(steps=steps, min_steps=floor, eval_every=every, checkpoints=marks, regime=regime)
 
 
 @dataclass(frozen=True)
@@ -57,21 +94,29 @@ class TaskSpec:
 @dataclass
 class FitResult:
     model: TinyLlama
-    curve: list[dict] = field(default_factory=list)  # one row per checkpoint
+    curve: list[dict] = field(default_factory=list)  # test scores: one row per checkpoint (+ stop)
+    dense: list[dict] = field(default_factory=list)  # validation: one row per evaluation
     losses: list[float] = field(default_factory=list)  # training loss at every step
+    solve_step: int | None = None  # first evaluation with val accuracy >= solve_at
+    stop_step: int = 0
     seconds: float = 0.0
 
 
 def batch_order(n_train: int, batch_size: int, steps: int, seed: int) -> torch.Tensor:
-    """(steps, batch) example indices: a fresh permutation per epoch from a seeded generator."""
+    """(steps, batch) example indices: a fresh permutation per epoch from a seeded generator.
+    The first k steps do not depend on `steps`, so a longer run extends a shorter one."""
     g = torch.Generator().manual_seed(seed)
     need = steps * batch_size
     perms = [torch.randperm(n_train, generator=g) for _ in range(-(-need // n_train))]
     return torch.cat(perms)[:need].view(steps, batch_size)
 
 
-def answer_loss(model: TinyLlama, ids: torch.Tensor, answer_len: int) -> torch.Tensor:
-    """Teacher-forced cross-entropy on the answer positions only."""
+def answer_loss(model, ids: torch.Tensor, answer_len: int) -> torch.Tensor:
+    """Teacher-forced cross-entropy on the answer positions only.
+
+    `model` is anything called as model(ids, last=k): the TinyLlama itself, or the
+    speed path's functional call of it.
+    """
     logits = model(ids[:, :-1], last=answer_len)  # (B, answer_len, V): head only where graded
     targets = ids[:, -answer_len:]  # (B, answer_len)
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
@@ -93,45 +138,121 @@ def eval_loss(model: TinyLlama, data: TaskData) -> float:
     return answer_loss(model, data.ids, data.answer_len).item()
 
 
-def fit(cfg: Config, spec: TaskSpec, seed: int, budget: Budget = Budget(),
-        progress=None, compile: bool | None = None) -> FitResult:
-    """Train one model under the budget; score the same weights at every checkpoint.
+class PlainStep:
+    """The reference step, as a textbook writes it: forward, backward, clip, AdamW."""
 
-    Same seed and thread count -> bit-identical curve and weights. `progress`, if given,
-    is called as progress(step, loss) after every step (the CLI hangs a bar on it).
+    def __init__(self, model: TinyLlama, answer_len: int, lr: float, clip: float):
+        self.model, self.answer_len, self.clip = model, answer_len, clip
+        self.opt = torch.optim.AdamW(model.parameters(), lr=lr)  # default betas, weight decay
 
-    The step itself (forward, backward, clip, AdamW) runs on the speed path of `fast.py`:
-    the same computation in fewer, fused operations. `compile=None` follows the
-    environment (LLAMANAT_COMPILE, default on: what the study uses); compiled and eager
-    runs are each deterministic but round differently, so their numbers differ.
-    """
+    def __call__(self, ids: torch.Tensor) -> torch.Tensor:
+        self.opt.zero_grad(set_to_none=True)
+        loss = answer_loss(self.model, ids, self.answer_len)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip)
+        self.opt.step()
+        return loss.detach()
+
+    def release(self) -> None:
+        pass
+
+
+class _Data:
+    """Where batches come from: the finite set in a fixed order, or a fresh stream."""
+
+    def __init__(self, task, splits, budget: Budget, seed: int):
+        if budget.regime == "finite":
+            order = batch_order(budget.n_train, budget.batch_size, budget.steps, seed)
+            self.train, self.order, self.stream = splits.train.ids, order, None
+        else:
+            self.stream = FreshStream(task, (splits.val, splits.test), seed)
+        self.batch_size = budget.batch_size
+
+    def batch(self, step: int) -> torch.Tensor:
+        if self.stream is None:
+            return self.train[self.order[step - 1]]  # (B, L)
+        return self.stream.batch(self.batch_size)  # (B, L)
+
+
+def _setup(cfg: Config, spec: TaskSpec, seed: int, budget: Budget, fast: bool, compile):
+    """Task, splits, initialised model, batch source and step function of one run."""
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     task = spec.make(seed)
-    splits = task.splits(budget.n_train, budget.n_val, budget.n_test)
-    extra = {n: spec.make(seed, n).splits(0, 0, budget.n_test).test for n in spec.extrapolate}
-    for n, data in extra.items():
-        if data.ids.shape[1] - 1 > cfg.max_seq_len and cfg.position == "learned":
-            raise ValueError(f"extrapolation length {n} pairs does not fit max_seq_len")
+    n_train = budget.n_train if budget.regime == "finite" else 0
+    # validation and test are the stream's first items, the same in both regimes
+    splits = task.splits(n_train, budget.n_val, budget.n_test)
     model = TinyLlama(cfg, seed=seed)
     model.train()
-    order = batch_order(budget.n_train, budget.batch_size, budget.steps, seed)
-    batches = splits.train.ids[order]  # (steps, batch, L): every batch gathered up front
+    if fast:
+        from .fast import FastStep
+        step = FastStep(model, task.answer_len, budget.lr, budget.clip, compile)
+    else:
+        step = PlainStep(model, task.answer_len, budget.lr, budget.clip)
+    return task, splits, model, _Data(task, splits, budget, seed), step
+
+
+def training_losses(cfg: Config, spec: TaskSpec, seed: int, budget: Budget, steps: int,
+                    fast: bool = False, compile: bool | None = False) -> list[float]:
+    """The first `steps` training losses of the run `fit` makes, without evaluating:
+    what `llamanat verify` compares with a committed run (the plain loop by default)."""
+    _, _, _, data, train_step = _setup(cfg, spec, seed, budget, fast, compile)
+    losses = [train_step(data.batch(step)).item() for step in range(1, min(steps, budget.steps) + 1)]
+    train_step.release()
+    return losses
+
+
+def fit(cfg: Config, spec: TaskSpec, seed: int, budget: Budget = Budget(),
+        progress=None, compile: bool | None = None, fast: bool = True) -> FitResult:
+    """Train one model under the budget; evaluate and score the same weights as it trains.
+
+    Same seed and thread count -> bit-identical curves and weights. `progress`, if given,
+    is called as progress(step, loss) after every step (the CLI hangs a bar on it).
+    `fast=False` runs the plain loop; `compile` (speed path only, None = follow
+    LLAMANAT_COMPILE) is recorded by the study: compiled and eager steps round differently.
+    """
+    task, splits, model, data, train_step = _setup(cfg, spec, seed, budget, fast, compile)
+    longer = {n: spec.make(seed, n) for n in spec.extrapolate}
+    longer_sets = {n: t.splits(0, budget.n_val, budget.n_test) for n, t in longer.items()}
+    for n, s in longer_sets.items():
+        if s.test.ids.shape[1] - 1 > cfg.max_seq_len and cfg.position == "learned":
+            raise ValueError(f"extrapolation length {n} pairs does not fit max_seq_len")
     result = FitResult(model)
+
+    def test_row(step: int) -> dict:
+        row = {"step": step, "train_loss": result.losses[-1],
+               "val_loss": eval_loss(model, splits.val), "test_acc": score(model, task, splits.test)}
+        for n, s in longer_sets.items():
+            row[f"test_acc_{n}"] = score(model, longer[n], s.test)
+        return row
+
     checkpoints = set(budget.checkpoints)
+    streak = 0
     t0 = time.perf_counter()
-    # AdamW(lr, default betas and weight decay) + clip at budget.clip, on one flat vector
-    train_step = FastStep(model, splits.train.answer_len, budget.lr, budget.clip, compile)
     for step in range(1, budget.steps + 1):
-        loss = train_step(batches[step - 1])
-        result.losses.append(loss.item())
-        if step in checkpoints:
-            row = {"step": step, "train_loss": result.losses[-1],
-                   "val_loss": eval_loss(model, splits.val) if len(splits.val) else None,
-                   "test_acc": score(model, task, splits.test)}
-            for n, data in extra.items():
-                row[f"test_acc_{n}"] = score(model, spec.make(seed, n), data)
-            result.curve.append(row)
+        result.losses.append(train_step(data.batch(step)).item())
         if progress is not None:
             progress(step, result.losses[-1])
+        if step in checkpoints:
+            result.curve.append(test_row(step))
+        if step % budget.eval_every and step != budget.steps:
+            continue
+        # the dense curve: mean training loss since the last evaluation, validation scores
+        since = result.losses[-(step - (result.dense[-1]["step"] if result.dense else 0)):]
+        acc = score(model, task, splits.val)
+        row = {"step": step, "train_loss": sum(since) / len(since),
+               "val_loss": eval_loss(model, splits.val), "val_acc": acc}
+        for n, s in longer_sets.items():
+            row[f"val_acc_{n}"] = score(model, longer[n], s.val)
+        result.dense.append(row)
+        streak = streak + 1 if acc >= budget.solve_at else 0
+        if streak and result.solve_step is None:
+            result.solve_step = step
+        if step >= budget.min_steps and (streak >= budget.solved_evals or step == budget.steps):
+            break
+    result.stop_step = step
+    if step not in checkpoints:
+        result.curve.append(test_row(step))  # the scores at the stop
     result.seconds = time.perf_counter() - t0
     train_step.release()  # every parameter gets its own storage back
     model.eval()

@@ -19,7 +19,8 @@ import torch
 from ..config import variant_config
 from ..kv import PUBLISHED, KVCache, kv_cache_bytes
 from ..model import TinyLlama
-from ..study import STUDY_DIR, WEIGHTS_DIR, Run, atomic_write_text, environment, load_weights
+from ..study import STUDY_DIR, WEIGHTS_DIR, Run, environment, load_weights
+from ..util import atomic_write_text
 
 TIMING_PATH = STUDY_DIR / "kv_timing.json"
 LENGTHS = (16, 32, 64, 128, 256, 512, 1024, 2048)

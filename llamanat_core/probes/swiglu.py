@@ -107,8 +107,7 @@ def reference_model(task: str, fresh: bool = False,
     from ..study import FRESH_DIR, WEIGHTS_DIR, Run, load_weights, weights_path
     from ..train import Budget, fit
 
-    full = Budget()
-    budget = full if steps in (None, full.steps) else Budget.short(int(steps))
+    budget = Budget.for_steps(None if steps is None else int(steps))
     # the committed study is compiled; a fresh run follows LLAMANAT_COMPILE like the study runner
     run = Run(task, "llama", 0, budget=budget, compile=compile_default() if fresh else True)
     ids = run.spec.make(0).splits(budget.n_train, budget.n_val, budget.n_test).test.ids[:, :-1]

@@ -1,0 +1,46 @@
+"""The study: the measurement plan, its resumable run cache, the executors that train
+runs, the results as pandas, and the early-trajectory check of committed runs.
+
+plan.py (which runs) -> executors.py (where they train) -> cache.py (one file per run)
+-> results.py (results.csv, curves.csv, the frames chapters read) -> verify.py.
+"""
+from .cache import (
+    STUDY_DIR,
+    WEIGHTS_DIR,
+    check_entry,
+    environment,
+    execute,
+    load_entry,
+    load_weights,
+    run_path,
+    store,
+    weights_path,
+)
+from .plan import (
+    ALPHABET_VARIANTS,
+    EXTRAPOLATE,
+    MEASUREMENTS,
+    SEEDS,
+    STUDY_VERSION,
+    THETAS,
+    Run,
+    plan,
+    unique_runs,
+)
+from .results import (
+    FRESH_DIR,
+    chapter_results,
+    curves_frame,
+    frame,
+    load_curves,
+    load_results,
+    run_study,
+    summary_path,
+    write_summary,
+)
+
+__all__ = ["STUDY_DIR", "WEIGHTS_DIR", "check_entry", "environment", "execute", "load_entry",
+           "load_weights", "run_path", "store", "weights_path", "ALPHABET_VARIANTS", "EXTRAPOLATE",
+           "MEASUREMENTS", "SEEDS", "STUDY_VERSION", "THETAS", "Run", "plan", "unique_runs",
+           "FRESH_DIR", "chapter_results", "curves_frame", "frame", "load_curves", "load_results",
+           "run_study", "summary_path", "write_summary"]

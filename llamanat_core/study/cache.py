@@ -1,0 +1,138 @@
+"""The run cache: one JSON file per run, named from a hash of its record.
+
+A run is trained by `execute` (pure: no files), and its result is written by `store`
+on the machine that drives the study: the weights first, then the run file, each
+atomically, so the run file is the commit point and a killed study leaves either a
+complete run or nothing. A file that does not parse, whose record does not hash to its
+name, or whose curves are incomplete is reported and recomputed, never used.
+"""
+from __future__ import annotations
+
+import json
+import platform
+import sys
+from pathlib import Path
+
+import torch
+
+from ..train import fit
+from ..util import atomic_write_bytes, atomic_write_text, torch_threads
+from .plan import Run, record_key
+
+ROOT = Path(__file__).resolve().parents[2]
+STUDY_DIR = ROOT / "artifacts" / "study"  # the committed study
+WEIGHTS_DIR = ROOT / "artifacts" / "weights"
+LOSSES_KEPT = 100  # per-step training losses kept in the run file (verify re-fits 50)
+REQUIRED = {"record", "curve", "dense", "losses", "params", "stop_step", "solve_step"}
+
+
+def environment() -> dict:
+    cpu = platform.processor()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"python": platform.python_version(), "torch": torch.__version__,
+            "threads": torch.get_num_threads(), "platform": platform.platform(), "cpu": cpu}
+
+
+def run_path(cache_dir: Path, run: Run) -> Path:
+    return Path(cache_dir) / "runs" / f"{run.key}.json"
+
+
+def weights_path(run: Run, weights_dir: Path = WEIGHTS_DIR) -> Path:
+    """The committed study's budget gets a plain name; any other run (a reader's reduced
+    budget, the eager path) carries its key, so runs never overwrite each other."""
+    name = f"{run.variant}_{run.task}_seed{run.seed}"
+    if run.budget != type(run.budget)() or not run.compile:
+        name += f"_{run.key}"
+    return Path(weights_dir) / f"{name}.safetensors"
+
+
+def load_weights(run: Run, weights_dir: Path = WEIGHTS_DIR):
+    """The saved weights of `run` as an eval-mode TinyLlama, or None if none were saved.
+    A tied head is stored once, as the embedding, and comes back tied."""
+    from safetensors.torch import load_file
+
+    from ..model import TinyLlama
+
+    path = weights_path(run, weights_dir)
+    if not path.exists():
+        return None
+    model = TinyLlama(run.config, seed=None)
+    missing, unexpected = model.load_state_dict(load_file(str(path)), strict=False)
+    if unexpected or set(missing) - ({"lm_head.weight"} if run.config.tie_embeddings else set()):
+        raise ValueError(f"{path}: unexpected {unexpected}, missing {missing}")
+    return model.eval()
+
+
+def check_entry(path: Path) -> tuple[dict | None, str | None]:
+    """(entry, None) if the file is a complete result whose record hashes to its name,
+    else (None, why)."""
+    try:
+        entry = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        return None, f"unreadable ({e.__class__.__name__}: {e})"
+    if not isinstance(entry, dict) or not REQUIRED <= entry.keys():
+        return None, "missing fields"
+    if record_key(entry["record"]) != Path(path).stem:
+        return None, "its record does not match its name"
+    budget, stop = entry["record"]["budget"], entry["stop_step"]
+    checkpoints = budget["checkpoints"]
+    want_curve = len(checkpoints) + (stop not in checkpoints)
+    if (not isinstance(stop, int) or not budget["min_steps"] <= stop <= budget["steps"]
+            or len(entry["curve"]) != want_curve or entry["curve"][-1]["step"] != stop
+            or not entry["dense"] or entry["dense"][-1]["step"] != stop
+            or len(entry["losses"]) != min(LOSSES_KEPT, stop)):
+        return None, "incomplete curve"
+    return entry, None
+
+
+def load_entry(cache_dir: Path, run: Run, weights_dir: Path = WEIGHTS_DIR) -> dict | None:
+    """The cached result of `run`, or None when it must be (re)computed: absent, damaged
+    (reported on stderr), or its kept weights are missing."""
+    path = run_path(cache_dir, run)
+    if not path.exists():
+        return None
+    entry, why = check_entry(path)
+    if entry is None:
+        print(f"study: cache entry {path.name} ({run.label}) is {why}; recomputing", file=sys.stderr)
+        return None
+    if run.keeps_weights and not weights_path(run, weights_dir).exists():
+        return None
+    return entry
+
+
+def execute(run: Run) -> tuple[dict, bytes | None]:
+    """Train one run at one torch thread; return its entry and, if kept, its weights
+    (safetensors bytes). Writes nothing: the driver stores both."""
+    with torch_threads(1):
+        result = fit(run.config, run.spec, run.seed, run.budget, compile=run.compile)
+        env = environment()
+    entry = {"key": run.key, "record": run.record(), "label": run.label,
+             "params": result.model.num_parameters(), "solve_step": result.solve_step,
+             "stop_step": result.stop_step, "curve": result.curve, "dense": result.dense,
+             "losses": result.losses[:LOSSES_KEPT], "final_loss": result.losses[-1],
+             "seconds": round(result.seconds, 2), "env": env}
+    weights = None
+    if run.keeps_weights:
+        from safetensors.torch import save
+
+        state = {k: v.contiguous() for k, v in result.model.state_dict().items()
+                 if k != "lm_head.weight" or not run.config.tie_embeddings}
+        # one JSON string: safetensors stores several metadata keys in arbitrary order
+        meta = json.dumps({"run": run.key, "label": run.label, "step": result.stop_step},
+                          sort_keys=True)
+        weights = save(state, metadata={"run": meta})
+    return entry, weights
+
+
+def store(run: Run, entry: dict, weights: bytes | None, cache_dir: Path,
+          weights_dir: Path = WEIGHTS_DIR) -> None:
+    """Write a run's weights, then its run file (the commit point), atomically."""
+    if weights is not None:
+        atomic_write_bytes(weights_path(run, weights_dir), weights)
+    atomic_write_text(run_path(cache_dir, run), json.dumps(entry, indent=1) + "\n")

@@ -1,0 +1,192 @@
+"""Running a plan through the cache, and the study as pandas frames.
+
+`results.csv`: one row per (measurement, run, test checkpoint): the 300/600/900/1,200
+columns of every run, plus a row at the stop when a run went past 1,200 steps.
+`curves.csv`: one row per (run, evaluation): the dense validation curve.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from ..config import VARIANTS
+from ..train import Budget
+from ..util import atomic_write_text
+from .cache import ROOT, STUDY_DIR, WEIGHTS_DIR, load_entry, store
+from .executors import EXECUTORS
+from .plan import MEASUREMENTS, SEEDS, Run, plan, unique_runs
+
+
+def run_study(runs: list[Run], cache_dir: Path = STUDY_DIR, workers: int = 1,
+              weights_dir: Path = WEIGHTS_DIR, progress: bool = True,
+              executor: str = "local", **executor_options) -> dict[str, dict]:
+    """Train what is not cached and store each result as it arrives; return all entries."""
+    from tqdm.auto import tqdm
+
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    if executor not in EXECUTORS:
+        raise ValueError(f"unknown executor {executor!r}; choose one of {sorted(EXECUTORS)}")
+    cache_dir = Path(cache_dir)
+    entries = {r.key: e for r in runs if (e := load_entry(cache_dir, r, weights_dir)) is not None}
+    todo = [r for r in runs if r.key not in entries]
+    say = (lambda msg: print(f"study: {msg}", file=sys.stderr)) if progress else (lambda msg: None)
+    if not todo:
+        say(f"all {len(runs)} runs are cached in {cache_dir}; nothing left to run")
+        return entries
+    say(f"{len(runs) - len(todo)} of {len(runs)} runs cached; running {len(todo)} "
+        f"with {workers} worker(s) ({executor})")
+    bar = tqdm(total=len(todo), unit="run", disable=not progress, file=sys.stderr, dynamic_ncols=True)
+    t0 = time.perf_counter()
+    try:
+        for run, entry, weights in EXECUTORS[executor](todo, workers, **executor_options):
+            store(run, entry, weights, cache_dir, weights_dir)
+            entries[run.key] = entry
+            bar.set_postfix_str(run.label)
+            bar.update()
+    finally:
+        bar.close()
+    say(f"ran {len(todo)} runs in {time.perf_counter() - t0:.0f} s")
+    return entries
+
+
+# ---------------------------------------------------------------- results as pandas
+
+def _run_columns(r: Run, e: dict) -> dict:
+    cfg = r.config
+    solve = e["solve_step"]
+    return {"run": r.key, "task": r.task, "variant": r.variant, "regime": r.regime,
+            "seed": r.seed, "answer": r.spec.answer, "rope_theta": cfg.rope_theta,
+            "tie_embeddings": cfg.tie_embeddings, "params": e["params"],
+            "steps": r.budget.steps, "min_steps": r.budget.min_steps,
+            "solve_step": float("nan") if solve is None else float(solve),
+            "censored": solve is None, "stop_step": e["stop_step"]}
+
+
+def frame(p: dict[str, list[Run]], entries: dict[str, dict]):
+    """Tidy frame: one row per (measurement, run, test checkpoint)."""
+    import pandas as pd
+
+    rows = []
+    for measurement, runs in p.items():
+        for r in runs:
+            e = entries.get(r.key)
+            if e is None:
+                continue
+            base = {"measurement": measurement, **_run_columns(r, e)}
+            for point in e["curve"]:
+                rows.append({**base, **point, "final": point["step"] == r.budget.min_steps,
+                             "at_stop": point["step"] == e["stop_step"],
+                             "final_loss": e["final_loss"]})
+    df = pd.DataFrame(rows)
+    for col in ("test_acc_8", "test_acc_12"):
+        if col not in df:
+            df[col] = float("nan")
+    return df
+
+
+def curves_frame(runs: list[Run], entries: dict[str, dict]):
+    """Tidy frame of the dense curves: one row per (run, evaluation)."""
+    import pandas as pd
+
+    rows = []
+    for r in runs:
+        e = entries.get(r.key)
+        if e is None:
+            continue
+        base = _run_columns(r, e)
+        rows += [{**base, **point} for point in e["dense"]]
+    df = pd.DataFrame(rows)
+    for col in ("val_acc_8", "val_acc_12"):
+        if col not in df:
+            df[col] = float("nan")
+    return df
+
+
+def summary_path(cache_dir: Path = STUDY_DIR) -> Path:
+    return Path(cache_dir) / "results.csv"
+
+
+def curves_path(cache_dir: Path = STUDY_DIR) -> Path:
+    return Path(cache_dir) / "curves.csv"
+
+
+def write_summary(p: dict[str, list[Run]], entries: dict[str, dict], cache_dir: Path = STUDY_DIR):
+    df = frame(p, entries)
+    atomic_write_text(summary_path(cache_dir), df.to_csv(index=False, float_format="%.10g"))
+    curves = curves_frame(unique_runs(p), entries)
+    atomic_write_text(curves_path(cache_dir), curves.to_csv(index=False, float_format="%.6g"))
+    return df
+
+
+def _read(path: Path):
+    import pandas as pd
+
+    if not path.exists():
+        raise FileNotFoundError(f"no study results at {path}; run `llamanat study` first")
+    return pd.read_csv(path)
+
+
+def load_results(cache_dir: Path = STUDY_DIR, measurement: str | None = None):
+    """The committed study as a tidy pandas frame (one row per measurement, run, checkpoint)."""
+    df = _read(summary_path(cache_dir))
+    if measurement is not None:
+        if measurement not in MEASUREMENTS:
+            raise ValueError(f"unknown measurement {measurement!r}; choose from {list(MEASUREMENTS)}")
+        df = df[df.measurement == measurement].reset_index(drop=True)
+    return df
+
+
+def load_curves(cache_dir: Path = STUDY_DIR):
+    """The dense validation curves: one row per (run, evaluation every 100 steps)."""
+    return _read(curves_path(cache_dir))
+
+
+FRESH_DIR = ROOT / ".fresh"  # a reader's own re-runs; never committed
+
+
+def chapter_results(measurements, fresh: bool = False, seeds=SEEDS, steps: int | None = None,
+                    workers: int = 1, variants=None, regime: str | None = "finite",
+                    fresh_dir: Path = FRESH_DIR):
+    """What a chapter publishes: the committed study, or (fresh=True) its runs re-trained
+    here through the resumable runner with the given seeds and cap of steps.
+    `variants` keeps only those rows (a chapter re-trains just what it shows); `regime`
+    keeps one data regime (None keeps both)."""
+    from ..fast import compile_default
+    from .plan import check_seeds
+
+    if isinstance(measurements, str):
+        measurements = (measurements,)
+    if variants is not None:
+        unknown = sorted(set(variants) - set(VARIANTS))
+        if unknown:
+            raise ValueError(f"unknown variant(s) {unknown}; choose from {sorted(VARIANTS)}")
+    seeds = check_seeds(int(s) for s in seeds)
+    full = Budget()
+    if not fresh:
+        if steps not in (None, full.steps):
+            raise ValueError(f"steps={steps} applies only with fresh=True; the committed "
+                             f"study used a cap of {full.steps}")
+        df = load_results()
+        missing = sorted(set(seeds) - set(df.seed))
+        if missing:
+            raise ValueError(f"seeds {missing} are not in the committed study (it has "
+                             f"{sorted(set(df.seed))}); use fresh=True to train them")
+        keep = df.measurement.isin(measurements) & df.seed.isin(seeds)
+        if variants is not None:
+            keep &= df.variant.isin(variants)
+        if regime is not None:
+            keep &= df.regime == regime
+        return df[keep].reset_index(drop=True)
+    budget = Budget.for_steps(None if steps is None else int(steps))
+    # compiled as the study unless LLAMANAT_COMPILE=0 (recorded in every run either way)
+    regimes = ("finite", "fresh") if regime is None else (regime,)
+    p = plan(tuple(measurements), seeds, budget, compile=compile_default(), regimes=regimes)
+    if variants is not None:
+        p = {m: [r for r in runs if r.variant in variants] for m, runs in p.items()}
+    entries = run_study(unique_runs(p), fresh_dir, workers=workers, weights_dir=Path(fresh_dir) / "weights")
+    df = frame(p, entries)
+    if regime is not None:
+        df = df[df.regime == regime].reset_index(drop=True)
+    return df

@@ -1,0 +1,116 @@
+"""Do the committed numbers come from this code, on whatever CPU runs the check?
+
+A different CPU, thread count or the compiled step round differently from the first
+step on, so a bit-exact re-fit only holds on the machine that made the study. The
+early trajectory does not have that problem: over the first 50 steps rounding moves
+the training loss by a few 1e-6, while a real change (learning rate x 1.01, init
+std x 1.01, one training item replaced) moves it by ~4e-4 or more. By steps 100-200
+rounding has grown as large as those changes, so the window stays short.
+`verify` re-fits a sample of committed runs for `VERIFY_STEPS` steps with the plain
+loop and compares the per-step losses with the committed ones.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..config import variant_config
+from ..train import Budget, TaskSpec, training_losses
+from ..util import torch_threads
+from .cache import STUDY_DIR, check_entry
+from .plan import STUDY_VERSION
+
+VERIFY_STEPS = 50
+# Between the ~2.4e-6 that rounding reaches and the ~4.4e-4 of the smallest real change.
+TOLERANCE = 3e-5
+
+
+@dataclass(frozen=True)
+class Check:
+    key: str
+    label: str
+    max_diff: float
+
+    @property
+    def ok(self) -> bool:
+        return self.max_diff <= TOLERANCE
+
+
+def committed_entries(cache_dir: Path = STUDY_DIR) -> dict[str, dict]:
+    """Every readable run file of a cache, by key; a damaged one is an error here."""
+    runs = sorted((Path(cache_dir) / "runs").glob("*.json"))
+    if not runs:
+        raise FileNotFoundError(f"no run files in {Path(cache_dir) / 'runs'}; nothing to verify")
+    out = {}
+    for path in runs:
+        entry, why = check_entry(path)
+        if entry is None:
+            raise ValueError(f"run file {path.name} is {why}")
+        version = entry["record"].get("version")
+        if version != STUDY_VERSION:
+            raise ValueError(f"run file {path.name} was made by study version {version}, this code "
+                             f"is version {STUDY_VERSION}: the cache belongs to another plan; "
+                             "re-run `llamanat study` to bring it up to date")
+        out[path.stem] = entry
+    return out
+
+
+def sample_keys(entries: dict[str, dict], n: int) -> list[str]:
+    """`n` runs spread over task x regime x variant: round-robin over those groups,
+    each group in key order, so the sample is the same on every machine."""
+    groups: dict[tuple, list[str]] = {}
+    for key in sorted(entries):
+        rec = entries[key]["record"]
+        groups.setdefault((rec["task"], rec["budget"]["regime"], rec["variant"]), []).append(key)
+    order = [groups[g] for g in sorted(groups)]
+    picked: list[str] = []
+    depth = 0
+    while len(picked) < min(n, len(entries)):
+        for keys in order:
+            if depth < len(keys) and len(picked) < n:
+                picked.append(keys[depth])
+        depth += 1
+    return picked
+
+
+def refit_losses(record: dict, steps: int = VERIFY_STEPS) -> list[float]:
+    """The first `steps` losses of the run a record describes, re-fitted with the plain loop."""
+    cfg = variant_config(record["variant"], **dict(map(tuple, record["overrides"])))
+    b = dict(record["budget"])
+    b["checkpoints"] = tuple(b["checkpoints"])
+    spec = TaskSpec(record["task"], 4, record["answer"], tuple(record["extrapolate"]))
+    with torch_threads(1):
+        return training_losses(cfg, spec, record["seed"], Budget(**b), steps)
+
+
+def check(entry: dict, steps: int = VERIFY_STEPS) -> Check:
+    steps = min(steps, len(entry["losses"]))
+    fresh = refit_losses(entry["record"], steps)
+    diff = max(abs(a - b) for a, b in zip(fresh, entry["losses"][:steps]))
+    return Check(entry["key"], entry["label"], diff)
+
+
+def verify(cache_dir: Path = STUDY_DIR, sample: int = 8, keys=None,
+           steps: int = VERIFY_STEPS, progress=None) -> list[Check]:
+    """Re-fit `keys` (or a spread `sample`) of the committed runs; one Check per run."""
+    if not isinstance(sample, int) or sample < 1:
+        raise ValueError(f"sample must be a positive integer, got {sample!r}")
+    entries = committed_entries(cache_dir)
+    if keys:
+        unknown = [k for k in keys if k not in entries]
+        if unknown:
+            raise ValueError(f"no committed run with key(s) {unknown} in {cache_dir}; "
+                             "`llamanat study --list` prints every run's key")
+    else:
+        keys = sample_keys(entries, sample)
+    out = []
+    for key in keys:
+        out.append(check(entries[key], steps))
+        if progress is not None:
+            progress(out[-1])
+    return out
+
+
+def describe(c: Check) -> str:
+    verdict = "ok" if c.ok else "DIFFERS"
+    return f"{c.key}  {c.label:<40} max |Δloss| {c.max_diff:.1e}  {verdict}"
