@@ -5,8 +5,10 @@ eagerly by default (LLAMANAT_COMPILE=0: no compile time on a cold machine); the 
 path the study uses is exercised explicitly by the tests marked `compile`.
 
 Tests write only to temporary folders (pytest's `tmp_path`). The session checks it: a
-file of the repository created, changed or deleted while the tests ran fails the run.
+file of the repository created, deleted or given other bytes while the tests ran fails the
+run; a file rewritten with the same bytes is reported as a warning.
 """
+import hashlib
 import os
 from pathlib import Path
 
@@ -20,7 +22,11 @@ torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parent.parent
 # Caches that Python, pytest and ruff keep for themselves, and the virtualenv.
 _NOT_CHECKED = {".git", ".venv", "__pycache__", ".pytest_cache", ".ruff_cache"}
-_BEFORE = pytest.StashKey[dict]()
+_BEFORE = pytest.StashKey[tuple]()
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def repository_files(root: Path = ROOT) -> dict[str, tuple[int, int]]:
@@ -39,24 +45,35 @@ def repository_files(root: Path = ROOT) -> dict[str, tuple[int, int]]:
 
 
 def pytest_sessionstart(session):
-    session.config.stash[_BEFORE] = repository_files()
+    files = repository_files()
+    digests = {p: _digest(ROOT / p) for p in files}  # a few MB: well under a second
+    session.config.stash[_BEFORE] = (files, digests)
 
 
 def pytest_sessionfinish(session, exitstatus):
-    before = session.config.stash.get(_BEFORE, None)
-    if before is None:
+    if _BEFORE not in session.config.stash:
         return
+    before, digests = session.config.stash[_BEFORE]
     after = repository_files()
-    touched = sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
-    if touched:
-        shown = "\n  ".join(touched[:20]) + ("\n  ..." if len(touched) > 20 else "")
-        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-        message = (f"tests wrote into the repository ({len(touched)} files); "
+    changed, rewritten = [], []
+    for p in sorted(before.keys() | after.keys()):
+        if before.get(p) == after.get(p):
+            continue
+        same = p in before and p in after and _digest(ROOT / p) == digests[p]
+        (rewritten if same else changed).append(p)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    for paths, what, fail in ((changed, "created, deleted or changed", True),
+                              (rewritten, "rewritten with the same bytes", False)):
+        if not paths:
+            continue
+        shown = "\n  ".join(paths[:20]) + ("\n  ..." if len(paths) > 20 else "")
+        message = (f"tests wrote into the repository: {len(paths)} files {what}; "
                    f"write to tmp_path instead:\n  {shown}")
         if reporter is not None:
-            reporter.write_sep("=", "files changed by the tests", red=True)
+            reporter.write_sep("=", "files " + ("changed" if fail else "rewritten") + " by the tests",
+                               red=fail, yellow=not fail)
             reporter.write_line(message)
         else:
             print(message)
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
+        if fail:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
