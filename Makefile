@@ -1,5 +1,5 @@
-# LLaMA Anatomy: `make book` builds everything, `make test` runs every check.
-# Both create .venv from requirements.txt if it is missing (SPEC §2).
+# LLaMA Anatomy: `make book` builds everything, `make test` runs every check,
+# `make test-fast` the inner loop. Each creates .venv from requirements.txt if it is missing.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 WORKERS ?= 2
 export PYTHONHASHSEED := 0
 
-.PHONY: venv study chapters book test lint bench clean
+.PHONY: venv study chapters book test test-fast lint bench clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -50,6 +50,15 @@ test: venv
 	$(BIN)/python -m pytest $(NBVAL) artifacts/*.ipynb
 	$(BOOK_BUILD)
 	LLAMANAT_REQUIRE_BOOK=1 $(BIN)/python -m pytest tests/test_browser.py
+
+# The inner loop (under 2 minutes): lint and the unit tests, eager, without the tiers
+# marked in pyproject.toml (compile, notebook, browser, pool, slow). Not a substitute for
+# `make test`.
+FAST_TIERS = not compile and not notebook and not browser and not pool and not slow
+
+test-fast: venv
+	$(BIN)/ruff check llamanat_core tests benchmarks
+	LLAMANAT_COMPILE=0 $(BIN)/python -m pytest tests -q -m "$(FAST_TIERS)"
 
 bench: venv
 	$(BIN)/python benchmarks/train_step.py

@@ -1,4 +1,4 @@
-"""Wall time of the whole study plan (issue 3): measured, with the worker count.
+"""Wall time of the whole study plan, measured, with the worker count.
 
     python benchmarks/study_plan.py                # read the committed run files
     python benchmarks/study_plan.py --run -w 2     # run the whole plan into a temp dir

@@ -3,9 +3,9 @@
     python benchmarks/train_step.py            # ~1-2 minutes at 1 thread
 
 Everything is measured side by side in one process at 1 torch thread, batch 64, at
-the training lengths of SPEC §5 (13 input tokens; addition supervises 6 positions,
-recall 1): the candidates are interleaved repeat by repeat and the median is printed,
-so load from other processes hits all of them alike.
+the training lengths of both tasks (13 input tokens: 3-digit addition and 4-pair recall;
+addition supervises its 6 answer positions, recall its 1): the candidates are interleaved
+repeat by repeat and the median is printed, so load from other processes hits all of them alike.
 
 - ours:         the step exactly as `train.fit` runs it (`fast.FastStep`: flat
                 parameters, compiled loss unless LLAMANAT_COMPILE=0, clip, fused AdamW)
@@ -26,27 +26,16 @@ import torch.nn.functional as F
 
 from llamanat_core.config import variant_config
 from llamanat_core.fast import FastStep, compile_default
+from llamanat_core.hf import to_transformers
 from llamanat_core.model import TinyLlama
 from llamanat_core.train import TaskSpec, batch_order, score
+from llamanat_core.util import torch_threads
 
 BATCH, REPEATS, STEPS_PER_REPEAT, WARMUP = 64, 7, 20, 10
 
 
 def hf_model(model: TinyLlama):
-    try:
-        from llamanat_core.hf import to_transformers
-        hf = to_transformers(model)
-    except ImportError:  # before hf.py existed: the same config by hand
-        from transformers import LlamaConfig, LlamaForCausalLM
-        c = model.cfg
-        hf = LlamaForCausalLM(LlamaConfig(
-            vocab_size=c.vocab_size, hidden_size=c.d_model, intermediate_size=c.d_ff,
-            num_hidden_layers=c.n_layers, num_attention_heads=c.n_heads,
-            num_key_value_heads=c.n_kv_heads, head_dim=c.head_dim, rms_norm_eps=c.norm_eps,
-            tie_word_embeddings=True, attn_implementation="eager"))
-        hf.model.load_state_dict({k: v for k, v in model.state_dict().items()
-                                  if k != "lm_head.weight"}, strict=False)
-    return hf.train()
+    return to_transformers(model).train()
 
 
 def hf_step(hf, answer_len: int):
@@ -115,7 +104,6 @@ def step_flops(cfg, t: int, answer_len: int, batch: int = BATCH, truncated: bool
 
 
 def main() -> None:
-    torch.set_num_threads(1)
     torch.manual_seed(0)
     cfg = variant_config("llama")
     gflops = matmul_gflops()
@@ -177,4 +165,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with torch_threads(1):
+        main()

@@ -22,7 +22,7 @@ import torch
 
 from .config import Config
 from .model import TinyLlama
-from .positional import permute_qk_rows
+from .positional import permute_qk_state
 
 # Config fields whose non-reference values have no LlamaForCausalLM counterpart.
 _SUPPORTED = {"norm": "rms", "norm_position": "pre", "position": "rope", "mlp": "swiglu"}
@@ -113,13 +113,8 @@ def _convert_pairing(model: TinyLlama, to: str) -> TinyLlama:
     if cfg.rope_pairing == to:
         raise ValueError(f"Config.rope_pairing is already {to!r}")
     out = TinyLlama(cfg.replace(rope_pairing=to), seed=None).to(_dtype(model))
-    state = {}
-    for name, tensor in model.state_dict().items():
-        if name.endswith(("q_proj.weight", "k_proj.weight")):
-            heads = cfg.n_heads if name.endswith("q_proj.weight") else cfg.n_kv_heads
-            tensor = permute_qk_rows(tensor, heads, cfg.head_dim, to=to)
-        state[name] = tensor.detach().clone()
-    out.load_state_dict(state, strict=True)
+    state = permute_qk_state(model.state_dict(), cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, to=to)
+    out.load_state_dict(state, strict=True)  # load_state_dict copies: nothing is shared
     return out.train(model.training)
 
 

@@ -1,4 +1,5 @@
-"""The key/value cache: the object used in decoding, and its exact byte arithmetic (SPEC §7)."""
+"""The key/value cache: the object used in decoding, greedy decoding through it, its exact
+byte arithmetic, and the published LLaMA configurations that arithmetic is applied to."""
 from __future__ import annotations
 
 import math
@@ -41,10 +42,42 @@ class KVCache:
         return total * self.length // self.capacity if filled_only else total
 
 
+@torch.no_grad()
+def greedy_decode(model, prompt: torch.Tensor, n_new: int, cache: KVCache) -> torch.Tensor:
+    """Greedy generation through `cache`: prefill the prompt, then feed one token per step.
+
+    The last token is produced but never fed, so `cache` ends holding
+    prompt + n_new - 1 positions. -> the new tokens (B, n_new)
+    """
+    logits = model(prompt, cache=cache, last=1)
+    out = []
+    for i in range(n_new):
+        nxt = logits[:, -1].argmax(-1, keepdim=True)  # (B, 1)
+        out.append(nxt)
+        if i + 1 < n_new:
+            logits = model(nxt, cache=cache)
+    return torch.cat(out, dim=1)
+
+
 def kv_cache_bytes(n_layers: int, n_kv_heads: int, head_dim: int, seq_len: int,
                    batch: int = 1, bytes_per_value: int = 2) -> int:
     """2 (K and V) x layers x batch x KV heads x positions x head_dim x bytes."""
     return 2 * n_layers * batch * n_kv_heads * seq_len * head_dim * bytes_per_value
+
+
+def llama_ffn_rule(dim: int, multiple_of: int = 256, ffn_dim_multiplier: float | None = None) -> int:
+    """The feed-forward width rule of Meta's LLaMA code: 2/3 of 4d, optionally scaled, rounded
+    up to a multiple of `multiple_of`.
+
+    LLaMA-1 uses the defaults (256 * ceil(8d/3/256): 11,008 at d = 4,096). Llama-2-70B
+    passes ffn_dim_multiplier=1.3 and multiple_of=4096, which gives its 28,672; the
+    defaults at d = 8,192 would give 22,016. A model's real width is the
+    `intermediate_size` of its config, not this rule.
+    """
+    hidden = int(2 * 4 * dim / 3)
+    if ffn_dim_multiplier is not None:
+        hidden = int(ffn_dim_multiplier * hidden)
+    return multiple_of * math.ceil(hidden / multiple_of)
 
 
 @dataclass(frozen=True)
@@ -56,6 +89,9 @@ class PublishedModel:
     n_kv_heads: int
     context: int
     paper_params: float | None = None  # billions, as the paper states them
+    # The config's feed-forward width (transformers' `intermediate_size`). None only for
+    # a hypothetical model, which then gets LLaMA-1's rule; every entry of PUBLISHED sets it.
+    intermediate_size: int | None = None
 
     @property
     def head_dim(self) -> int:
@@ -63,19 +99,20 @@ class PublishedModel:
 
     @property
     def ffn_hidden(self) -> int:
-        """LLaMA's rule: 2/3 * 4d rounded up to a multiple of 256."""
-        return 256 * math.ceil(8 * self.dim / 3 / 256)
+        """The feed-forward width: `intermediate_size`, or LLaMA-1's rule when it is not given."""
+        return self.intermediate_size if self.intermediate_size is not None else llama_ffn_rule(self.dim)
 
 
 LLAMA_VOCAB = 32_000
 
-# LLaMA-1 (arXiv 2302.13971, Table 2) and Llama-2-70B (GQA, 8 KV heads).
+# LLaMA-1 (arXiv 2302.13971, Table 2) and Llama-2-70B (GQA, 8 KV heads); the feed-forward
+# widths are the `intermediate_size` of each model's released config.
 PUBLISHED = (
-    PublishedModel("LLaMA-1 7B", 4096, 32, 32, 32, 2048, 6.7),
-    PublishedModel("LLaMA-1 13B", 5120, 40, 40, 40, 2048, 13.0),
-    PublishedModel("LLaMA-1 33B", 6656, 60, 52, 52, 2048, 32.5),
-    PublishedModel("LLaMA-1 65B", 8192, 80, 64, 64, 2048, 65.2),
-    PublishedModel("Llama-2-70B", 8192, 80, 64, 8, 4096, None),
+    PublishedModel("LLaMA-1 7B", 4096, 32, 32, 32, 2048, 6.7, intermediate_size=11_008),
+    PublishedModel("LLaMA-1 13B", 5120, 40, 40, 40, 2048, 13.0, intermediate_size=13_824),
+    PublishedModel("LLaMA-1 33B", 6656, 60, 52, 52, 2048, 32.5, intermediate_size=17_920),
+    PublishedModel("LLaMA-1 65B", 8192, 80, 64, 64, 2048, 65.2, intermediate_size=22_016),
+    PublishedModel("Llama-2-70B", 8192, 80, 64, 8, 4096, None, intermediate_size=28_672),
 )
 
 

@@ -84,3 +84,19 @@ def permute_qk_rows(weight: torch.Tensor, n_heads: int, head_dim: int,
         raise ValueError(f"to must be 'half' or 'interleaved', got {to!r}")
     w = weight.view(n_heads, head_dim, -1)  # (H, D, d_model)
     return w[:, perm, :].reshape_as(weight)
+
+
+def permute_qk_state(state: dict[str, torch.Tensor], n_heads: int, n_kv_heads: int, head_dim: int,
+                     to: str = "half") -> dict[str, torch.Tensor]:
+    """A copy of a model's state dict with every Q and K projection permuted to `to`.
+
+    Q projections hold `n_heads` heads, K projections `n_kv_heads`; every other tensor
+    (V, O, the MLP, norms, embeddings) is passed through unchanged.
+    """
+    out = dict(state)
+    for name, w in state.items():
+        if name.endswith("q_proj.weight"):
+            out[name] = permute_qk_rows(w, n_heads, head_dim, to=to)
+        elif name.endswith("k_proj.weight"):
+            out[name] = permute_qk_rows(w, n_kv_heads, head_dim, to=to)
+    return out

@@ -2,12 +2,78 @@
 
 One thread, so float reductions (and thus every test) are deterministic. Unit tests train
 eagerly by default (LLAMANAT_COMPILE=0: no compile time on a cold machine); the compiled
-path the study uses is exercised explicitly (test_train, test_study, the refit test).
+path the study uses is exercised explicitly by the tests marked `compile`.
+
+Tests write only to temporary folders (pytest's `tmp_path`). The session checks it: a
+file of the repository created, deleted or given other bytes while the tests ran fails the
+run; a file rewritten with the same bytes is reported as a warning.
 """
+import hashlib
 import os
+from pathlib import Path
 
 os.environ.setdefault("LLAMANAT_COMPILE", "0")
 
+import pytest  # noqa: E402
 import torch  # noqa: E402
 
 torch.set_num_threads(1)
+
+ROOT = Path(__file__).resolve().parent.parent
+# Caches that Python, pytest and ruff keep for themselves, and the virtualenv.
+_NOT_CHECKED = {".git", ".venv", "__pycache__", ".pytest_cache", ".ruff_cache"}
+_BEFORE = pytest.StashKey[tuple]()
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def repository_files(root: Path = ROOT) -> dict[str, tuple[int, int]]:
+    """Every file of the working tree (ignored ones included) -> (size, mtime_ns)."""
+    out = {}
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in _NOT_CHECKED and not d.endswith(".egg-info")]
+        for name in files:
+            path = Path(folder, name)
+            try:
+                st = path.stat()
+            except FileNotFoundError:  # deleted while we walked
+                continue
+            out[str(path.relative_to(root))] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+def pytest_sessionstart(session):
+    files = repository_files()
+    digests = {p: _digest(ROOT / p) for p in files}  # a few MB: well under a second
+    session.config.stash[_BEFORE] = (files, digests)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _BEFORE not in session.config.stash:
+        return
+    before, digests = session.config.stash[_BEFORE]
+    after = repository_files()
+    changed, rewritten = [], []
+    for p in sorted(before.keys() | after.keys()):
+        if before.get(p) == after.get(p):
+            continue
+        same = p in before and p in after and _digest(ROOT / p) == digests[p]
+        (rewritten if same else changed).append(p)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    for paths, what, fail in ((changed, "created, deleted or changed", True),
+                              (rewritten, "rewritten with the same bytes", False)):
+        if not paths:
+            continue
+        shown = "\n  ".join(paths[:20]) + ("\n  ..." if len(paths) > 20 else "")
+        message = (f"tests wrote into the repository: {len(paths)} files {what}; "
+                   f"write to tmp_path instead:\n  {shown}")
+        if reporter is not None:
+            reporter.write_sep("=", "files " + ("changed" if fail else "rewritten") + " by the tests",
+                               red=fail, yellow=not fail)
+            reporter.write_line(message)
+        else:
+            print(message)
+        if fail:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED

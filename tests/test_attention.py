@@ -1,4 +1,5 @@
-"""SPEC §3 / issue 2: the manual and SDPA paths agree, GQA is repeat_kv, attention is causal."""
+"""The manual and SDPA attention paths agree, GQA is repeat_kv (the one place repeat_kv is
+tested), and attention is causal."""
 import pytest
 import torch
 
@@ -65,6 +66,8 @@ def test_repeat_kv_maps_query_head_to_kv_head(n_kv, n_rep):
     assert y.shape == (2, n_kv * n_rep, 5, 3)
     for h in range(n_kv * n_rep):
         assert torch.equal(y[:, h], x[:, h // n_rep]), h
+    if n_rep == 1:
+        assert y is x  # MHA: nothing to repeat, no copy
 
 
 def test_gqa_equals_mha_with_duplicated_kv_heads(ids):

@@ -1,9 +1,18 @@
-"""SPEC §7 / issue 2: cached greedy generation equals recomputation exactly; exact cache bytes."""
+"""Cached greedy generation equals recomputation exactly; exact cache bytes; the published
+LLaMA configurations the cache and parameter arithmetic use."""
 import pytest
 import torch
 
 from llamanat_core import VARIANTS, TinyLlama, variant_config
-from llamanat_core.kv import PUBLISHED, KVCache, kv_cache_bytes
+from llamanat_core.kv import (
+    PUBLISHED,
+    KVCache,
+    PublishedModel,
+    greedy_decode,
+    kv_cache_bytes,
+    llama_ffn_rule,
+    llama_parameters,
+)
 from llamanat_core.tasks import Recall
 from llamanat_core.train import Budget, TaskSpec, fit
 
@@ -41,6 +50,14 @@ def test_cached_generation_equals_recompute_random_init(variant, prompts):
 def test_cached_generation_equals_recompute_trained(variant, trained, prompts):
     out = check_cached_equals_recompute(trained[variant], prompts)
     assert len({tuple(row) for row in out.tolist()}) > 1  # not one constant generation
+
+
+def test_greedy_decode_is_generate_and_fills_the_cache(prompts):
+    model = TinyLlama(variant_config("llama", init_std=0.3), seed=2).eval()
+    cache = KVCache.for_model(model.cfg, len(prompts), 64)
+    out = greedy_decode(model, prompts, N_NEW, cache)
+    assert torch.equal(out, model.generate(prompts, N_NEW, use_cache=True))
+    assert cache.length == prompts.shape[1] + N_NEW - 1  # the last token is produced, never fed
 
 
 def test_cached_logits_match_recompute_step_by_step(prompts):
@@ -84,6 +101,22 @@ def test_kv_arithmetic_by_hand():
     m70 = by_name["Llama-2-70B"]
     assert m70.head_dim == 128
     assert kv_cache_bytes(m70.n_layers, m70.n_kv_heads, m70.head_dim, m70.context) == 1_342_177_280
+
+
+def test_published_feed_forward_widths_are_the_configs_not_the_rule():
+    widths = {m.name: m.ffn_hidden for m in PUBLISHED}
+    assert all(m.intermediate_size == m.ffn_hidden for m in PUBLISHED)  # every entry states it
+    assert widths == {"LLaMA-1 7B": 11_008, "LLaMA-1 13B": 13_824, "LLaMA-1 33B": 17_920,
+                      "LLaMA-1 65B": 22_016, "Llama-2-70B": 28_672}
+    for m in PUBLISHED[:4]:  # LLaMA-1 follows the rule 256 * ceil(8d/3/256) ...
+        assert llama_ffn_rule(m.dim) == m.intermediate_size
+    m70 = PUBLISHED[4]  # ... Llama-2-70B does not: the rule gives 22,016
+    assert llama_ffn_rule(m70.dim) == 22_016 != m70.intermediate_size
+    assert llama_ffn_rule(m70.dim, multiple_of=4096, ffn_dim_multiplier=1.3) == 28_672  # Meta's code
+    assert PublishedModel("hypothetical", 4096, 1, 1, 1, 1).ffn_hidden == 11_008  # no config: the rule
+    # exact counts with the configs' widths: the papers' 6.7B and the 70B model's 68.98B
+    assert llama_parameters(PUBLISHED[0]) == 6_738_415_616
+    assert llama_parameters(m70) == 68_976_648_192
 
 
 def test_capacity_overflow_raises():

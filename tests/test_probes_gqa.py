@@ -1,9 +1,7 @@
 """The GQA chapter's probes (repeat_kv read and checked) and the cross-task ordering sentence."""
 import pandas as pd
 import pytest
-import torch
 
-from llamanat_core.blocks import repeat_kv
 from llamanat_core.config import EXPECTED_PARAMETERS
 from llamanat_core.probes import gqa
 from llamanat_core.report import mean_order, orderings_sentence, seed_table
@@ -80,8 +78,3 @@ def test_orderings_sentence_same_decided_flip_and_noise():
     assert "one task ties rows the other separates" in s and "x (100.0%) = y (100.0%) > z" in s
     flat = _frame({(t, v): [0.0, 0.0] for t in ("addition", "recall") for v in "xy"})
     assert "Neither task separates" in orderings_sentence(flat, "variant", ["x", "y"])
-
-
-def test_repeat_kv_is_identity_for_mha():
-    x = torch.randn(1, 4, 3, 16)
-    assert repeat_kv(x, 1) is x

@@ -1,5 +1,8 @@
-"""SPEC §3, §7: RoPE depends on the offset only, keeps norms, touches Q and K but never V,
-the two pairings are one permutation apart, and the slowest-period arithmetic."""
+"""RoPE depends on the offset only, keeps norms, touches Q and K but never V, the two
+pairings are one permutation apart, and the slowest-period arithmetic.
+
+Each property is tested once, here, on the package and on the RoPE chapter's probe that
+shows it (llamanat_core.probes.rope); tests/test_probes_rope.py covers the rest of the probe."""
 import math
 
 import pytest
@@ -14,8 +17,10 @@ from llamanat_core.positional import (
     interleaved_to_half_permutation,
     inverse_frequencies,
     permute_qk_rows,
+    permute_qk_state,
     slowest_period,
 )
+from llamanat_core.probes import rope as probe
 
 PAIRINGS = ("half", "interleaved")
 
@@ -40,6 +45,10 @@ def test_score_depends_only_on_offset(pairing):
     assert score(0, 0) == pytest.approx(torch.dot(q, k).item(), abs=1e-6)  # position 0: no turn
     # the check can fail: a different offset gives a different score
     assert abs(score(3, 0) - score(1, 0)) > 1e-2
+    # the chapter's table of scores (query at m, key at n) is constant along every diagonal
+    table = probe.offset_scores(n=12, seed=4, pairing=pairing)
+    assert probe.diagonal_deviation(table) < 1e-4
+    assert (table.max() - table.min()).item() > 0.5
 
 
 @pytest.mark.parametrize("pairing", PAIRINGS)
@@ -50,6 +59,7 @@ def test_rotation_preserves_norms(pairing):
     y = apply_rotary(x, cos, sin, pairing)
     assert not torch.allclose(x[:, :, 1:], y[:, :, 1:], atol=1e-3)  # it does rotate
     torch.testing.assert_close(y.norm(dim=-1), x.norm(dim=-1), rtol=1e-6, atol=1e-5)
+    assert probe.norm_change(n_vectors=32, positions=48, pairing=pairing) < 1e-5  # the chapter's number
 
 
 def test_pairings_pair_the_documented_channels():
@@ -106,6 +116,14 @@ def test_values_are_never_rotated(monkeypatch):
     assert (runs[10.0][1] - runs[10_000.0][1]).abs().max() > 1e-3
 
 
+def test_unrotated_values_make_the_layer_shift_invariant_and_rotated_ones_would_not():
+    # the chapter's consequence: with V unrotated, shifting every position changes nothing and
+    # identical tokens give identical outputs; the counterfactual that rotates V breaks both
+    c = probe.value_checks(seed=0)
+    assert c["shift_real"] < 1e-5 and c["same_content_real"] < 1e-5
+    assert c["shift_rotated_v"] > 1e-2 and c["same_content_rotated_v"] > 1e-2
+
+
 def test_permutation_is_a_permutation_and_inverts():
     perm = interleaved_to_half_permutation(8)
     assert perm.tolist() == [0, 2, 4, 6, 1, 3, 5, 7]
@@ -114,6 +132,16 @@ def test_permutation_is_a_permutation_and_inverts():
     assert torch.equal(back, w)
     with pytest.raises(ValueError, match="to must be"):
         permute_qk_rows(w, 3, 8, to="sideways")
+    # on a whole model: Q rows per query head, K rows per KV head, nothing else touched
+    state = TinyLlama(variant_config("llama")).state_dict()
+    moved = permute_qk_state(state, 4, 2, 16, to="half")
+    for name, w in state.items():
+        if name.endswith(("q_proj.weight", "k_proj.weight")):
+            heads = 4 if "q_proj" in name else 2
+            assert torch.equal(moved[name], w.view(heads, 16, 64)[:, interleaved_to_half_permutation(16)]
+                               .reshape(-1, 64)), name
+        else:
+            assert moved[name] is w, name
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +153,7 @@ def ids():
 def test_half_and_interleaved_give_the_same_logits(variant, ids):
     half = TinyLlama(variant_config(variant)).eval()
     inter = half_to_interleaved(half)
-    assert inter.cfg.rope_pairing == "interleaved" and half.cfg.rope_pairing == "half"
+    assert inter.cfg == half.cfg.replace(rope_pairing="interleaved")
     with torch.no_grad():
         ref, out = half(ids), inter(ids)
         assert (ref - out).abs().max() <= 1e-6
@@ -134,23 +162,19 @@ def test_half_and_interleaved_give_the_same_logits(variant, ids):
         unpermuted.load_state_dict(half.state_dict())
         assert (ref - unpermuted.eval()(ids)).abs().max() > 1e-3
     back = interleaved_to_half(inter)  # the other direction is exact: a permutation and its inverse
+    assert back.cfg == half.cfg
     for (name, a), b in zip(half.state_dict().items(), back.state_dict().values()):
         assert torch.equal(a, b), name
 
 
-def test_interleaved_model_converts_to_half(ids):
-    inter = TinyLlama(variant_config("llama", rope_pairing="interleaved")).eval()
-    half = interleaved_to_half(inter)
-    assert half.cfg == inter.cfg.replace(rope_pairing="half")
-    with torch.no_grad():
-        assert (inter(ids) - half(ids)).abs().max() <= 1e-6
-
-
-def test_pairing_equivalence_with_sharp_attention_in_float64(ids):
+def test_pairing_equivalence_with_sharp_attention(ids):
     # large weights make attention sharp, so a wrong pairing would show; float64 removes rounding
     inter = TinyLlama(variant_config("llama", rope_pairing="interleaved", init_std=0.3)).double().eval()
     with torch.no_grad():
         assert (inter(ids) - interleaved_to_half(inter)(ids)).abs().max() <= 1e-10
+    # the chapter's version in float32: permuted rows match, the unpermuted control is far off
+    out = probe.pairing_logits(seed=1, batch=2, length=13)
+    assert out["permuted"] < 1e-4 and out["unpermuted"] > 1e-2
 
 
 def test_pairing_conversion_errors():
@@ -161,20 +185,17 @@ def test_pairing_conversion_errors():
         half_to_interleaved(TinyLlama(variant_config("abs_pos")))
 
 
-@pytest.mark.parametrize("theta, by_hand", [
-    (10.0, 2 * math.pi * 10 ** 0.875),
-    (100.0, 2 * math.pi * 10 ** 1.75),  # 353.3 positions
-    (10_000.0, 2 * math.pi * 10 ** 3.5),  # 19,869 positions
-    (1_000_000.0, 2 * math.pi * 10 ** 5.25),
+@pytest.mark.parametrize("theta, by_hand, known", [
+    (10.0, 2 * math.pi * 10 ** 0.875, None),
+    (100.0, 2 * math.pi * 10 ** 1.75, 353.33),
+    (10_000.0, 2 * math.pi * 10 ** 3.5, 19_869.2),
+    (1_000_000.0, 2 * math.pi * 10 ** 5.25, None),
 ])
-def test_slowest_period(theta, by_hand):
+def test_slowest_period(theta, by_hand, known):
     assert slowest_period(16, theta) == pytest.approx(by_hand, rel=1e-12)
+    if known is not None:  # the figures the sweep chapter quotes
+        assert slowest_period(16, theta) == pytest.approx(known, abs=0.01 if known < 1000 else 0.1)
     # it is the period of the slowest pair of the actual rotary table
     slowest_freq = inverse_frequencies(16, theta).double().min().item()
     assert slowest_period(16, theta) == pytest.approx(2 * math.pi / slowest_freq, rel=1e-6)
-
-
-def test_slowest_period_known_values():
-    assert slowest_period(16, 100.0) == pytest.approx(353.33, abs=0.01)
-    assert slowest_period(16, 10_000.0) == pytest.approx(19869.2, abs=0.1)
-    assert slowest_period(2, 10_000.0) == pytest.approx(2 * math.pi)  # d=2: one pair, unit speed
+    assert slowest_period(2, theta) == pytest.approx(2 * math.pi)  # d=2: one pair, unit speed

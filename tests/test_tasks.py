@@ -1,4 +1,4 @@
-"""SPEC §5: task formats, disjoint seeded splits, and graders that never crash on bad output."""
+"""The two tasks: item formats, disjoint seeded splits, and graders that never crash on bad output."""
 import pytest
 import torch
 

@@ -1,4 +1,4 @@
-"""The KV cache, measured (SPEC §7): exact arithmetic, identical tokens, real bytes, timings.
+"""The KV cache, measured: exact arithmetic, identical tokens, real bytes, timings.
 
 The arithmetic is `kv.kv_cache_bytes`. The measured side runs the package's own
 `KVCache` and `TinyLlama.generate`. Timings depend on the machine, so they are measured
@@ -17,10 +17,10 @@ import pandas as pd
 import torch
 
 from ..config import variant_config
-from ..kv import PUBLISHED, KVCache, kv_cache_bytes
+from ..kv import PUBLISHED, KVCache, greedy_decode, kv_cache_bytes
 from ..model import TinyLlama
 from ..study import STUDY_DIR, WEIGHTS_DIR, Run, environment, load_weights
-from ..util import atomic_write_text
+from ..util import atomic_write_text, torch_threads
 
 TIMING_PATH = STUDY_DIR / "kv_timing.json"
 LENGTHS = (16, 32, 64, 128, 256, 512, 1024, 2048)
@@ -65,24 +65,16 @@ def load_reference(task: str, weights_dir: Path = WEIGHTS_DIR) -> TinyLlama | No
 
 # ---------------------------------------------------------------- measured: tokens and bytes
 
-@torch.no_grad()
 def generate_with_cache(model: TinyLlama, prompt: torch.Tensor, n_new: int,
                         dtype: torch.dtype = torch.float32, capacity: int | None = None):
-    """The loop of `TinyLlama.generate(use_cache=True)`, returning the cache as well.
+    """`TinyLlama.generate(use_cache=True)` into a cache we keep: `kv.greedy_decode` through a
+    cache of `capacity` positions (prompt + n_new by default), in `dtype`.
 
-    Prefill the prompt, then feed each new token; the last token is produced but never
-    fed, so the cache ends holding prompt + n_new - 1 positions. -> (tokens (B, n_new), cache)
+    The cache ends holding prompt + n_new - 1 positions. -> (tokens (B, n_new), cache)
     """
     b, t = prompt.shape
     cache = KVCache.for_model(model.cfg, b, capacity or t + n_new, dtype)
-    logits = model(prompt, cache=cache, last=1)
-    out = []
-    for i in range(n_new):
-        nxt = logits[:, -1].argmax(-1, keepdim=True)  # (B, 1)
-        out.append(nxt)
-        if i + 1 < n_new:
-            logits = model(nxt, cache=cache)
-    return torch.cat(out, dim=1), cache
+    return greedy_decode(model, prompt, n_new, cache), cache
 
 
 def cached_vs_recomputed(model: TinyLlama, prompts: torch.Tensor, n_new: int) -> dict:
@@ -147,9 +139,7 @@ def measure_timing(lengths=LENGTHS, repeats: int = REPEATS, variant: str = "llam
     cfg = variant_config(variant)
     if cfg.position == "learned" and max(lengths) > cfg.max_seq_len:
         raise ValueError(f"{variant} has a learned table of {cfg.max_seq_len} positions")
-    saved = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
+    with torch_threads(threads):
         model = TinyLlama(cfg, seed=seed).eval()
         g = torch.Generator().manual_seed(seed)
         steps = [_Step(model, torch.randint(0, cfg.vocab_size, (1, n), generator=g)) for n in lengths]
@@ -171,8 +161,6 @@ def measure_timing(lengths=LENGTHS, repeats: int = REPEATS, variant: str = "llam
         machine = environment()  # cpu model, torch version, threads (as set here), python, platform
         machine["cores"] = os.cpu_count()
         machine["load_average_1min"] = round(os.getloadavg()[0], 2)  # how busy the machine was
-    finally:
-        torch.set_num_threads(saved)
     return {"what": "milliseconds to produce one next token after a sequence of `lengths` tokens: "
                     "with the KV cache (one new position) and by recomputing every position",
             "variant": variant, "seed": seed, "batch": 1, "dtype": "float32", "repeats": repeats,

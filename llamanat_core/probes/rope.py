@@ -20,7 +20,7 @@ from ..positional import (
     apply_rotary,
     interleaved_to_half_permutation,
     inverse_frequencies,
-    permute_qk_rows,
+    permute_qk_state,
 )
 from ..tasks import VOCAB_SIZE, Recall
 from ..train import Budget, answer_loss
@@ -138,12 +138,7 @@ def pairing_logits(seed: int = 0, batch: int = 4, length: int = 25,
     ids = torch.randint(0, VOCAB_SIZE, (batch, length), generator=g)
     ref = inter(ids)
     state = inter.state_dict()
-    permuted = dict(state)
-    for name, w in state.items():
-        if name.endswith("q_proj.weight"):
-            permuted[name] = permute_qk_rows(w, cfg_h.n_heads, cfg_h.head_dim, to="half")
-        elif name.endswith("k_proj.weight"):
-            permuted[name] = permute_qk_rows(w, cfg_h.n_kv_heads, cfg_h.head_dim, to="half")
+    permuted = permute_qk_state(state, cfg_h.n_heads, cfg_h.n_kv_heads, cfg_h.head_dim, to="half")
     out = {"logit_scale": ref.abs().max().item()}
     for name, sd in (("permuted", permuted), ("unpermuted", state)):
         half = TinyLlama(cfg_h, seed=None).eval()

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from ..config import REFERENCE, variant_config
 from ..kv import PUBLISHED
 from ..model import TinyLlama
+from ..util import torch_threads
 
 KINDS = ("relu", "gelu", "swiglu")
 
@@ -118,12 +119,8 @@ def reference_model(task: str, fresh: bool = False,
         return model, f"the {where} seed-0 reference ({budget.steps:,} steps)", ids
     if not fresh:
         raise FileNotFoundError(f"no trained weights at {path}; run the study, or use fresh=True")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with torch_threads(1):
         model = fit(run.config, run.spec, 0, budget, compile=run.compile).model.eval()
-    finally:
-        torch.set_num_threads(threads)
     return model, f"the seed-0 reference retrained here for {budget.steps:,} steps", ids
 
 
