@@ -109,7 +109,17 @@ def cmd_fit(args) -> int:
 def cmd_study(args) -> int:
     from pathlib import Path
 
-    from .study import MEASUREMENTS, SEEDS, STUDY_DIR, WEIGHTS_DIR, plan, run_study, unique_runs, write_summary
+    from .fast import compile_default
+    from .study import (
+        MEASUREMENTS,
+        SEEDS,
+        STUDY_DIR,
+        WEIGHTS_DIR,
+        plan,
+        run_study,
+        unique_runs,
+        write_summary,
+    )
     from .train import Budget
 
     if args.quick:
@@ -123,10 +133,18 @@ def cmd_study(args) -> int:
             print("llamanat study: error: a reduced --steps needs --quick or --cache-dir, so the "
                   "committed study only ever holds the full budget", file=sys.stderr)
             return 2
+    # The committed study is compiled; an eager study (LLAMANAT_COMPILE=0) rounds differently,
+    # so its runs have other keys and belong in another folder.
+    committed = cache_dir.resolve() == STUDY_DIR.resolve()
+    compile = compile_default() or (committed and args.list)
+    if not compile and committed:
+        print("llamanat study: error: LLAMANAT_COMPILE=0 trains eagerly, which the committed "
+              "study is not; add --cache-dir DIR", file=sys.stderr)
+        return 2
     only = tuple(args.only) if args.only else MEASUREMENTS + ("kv_cache",)
     measurements = tuple(m for m in only if m != "kv_cache")
     if args.list:
-        for r in unique_runs(plan(measurements, seeds, budget)) if measurements else ():
+        for r in unique_runs(plan(measurements, seeds, budget, compile)) if measurements else ():
             print(r.key, r.label)
         if "kv_cache" in only:
             print("kv_cache: KV-cache timings, measured into artifacts/study/kv_timing.json")
@@ -135,7 +153,7 @@ def cmd_study(args) -> int:
         _kv_timing(force="kv_cache" in (args.only or ()))
     if not measurements:
         return 0
-    p = plan(measurements, seeds, budget)
+    p = plan(measurements, seeds, budget, compile)
     weights_dir = WEIGHTS_DIR if cache_dir.resolve() == STUDY_DIR.resolve() else cache_dir / "weights"
     entries = run_study(unique_runs(p), cache_dir, args.workers, weights_dir=weights_dir)
     if set(measurements) == set(MEASUREMENTS):
@@ -216,7 +234,8 @@ def build_parser() -> argparse.ArgumentParser:
     from .config import VARIANTS
     p = sub.add_parser("fit", help="train one model under the budget and print its curve",
                        description="Train one variant on one task under the study's budget and print "
-                                   "the test checkpoints (1,200 steps at least, then until solved or the cap).")
+                                   "the test checkpoints (1,200 steps at least, then until solved "
+                                   "or the cap).")
     p.add_argument("--variant", required=True, choices=sorted(VARIANTS))
     p.add_argument("--task", required=True, choices=("addition", "recall"))
     p.add_argument("--seed", type=_seed, default=0, help="a non-negative integer (0)")

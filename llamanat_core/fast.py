@@ -2,7 +2,8 @@
 
 Nothing here changes what is computed: the same model, the same answer-position
 cross-entropy (`train.answer_loss` itself), gradient clipping at 1.0 and AdamW (lr 1e-3,
-torch's default betas and weight decay) on every parameter, as `train.PlainStep` does. What changes is how many small operations it takes:
+torch's default betas and weight decay) on every parameter, as `train.PlainStep` does.
+What changes is how many small operations it takes:
 
 - **One flat vector.** Every distinct parameter (the tied embedding/head matrix once) is
   a view into one flat tensor, and so is its gradient. Clipping is then one norm and one

@@ -1,9 +1,11 @@
-"""The study engine (issue 3): resumable, atomic, detects bad cache entries, pool == sequential,
-and the committed results provably come from this code."""
+"""The study engine: the plan, a resumable and atomic run cache that detects bad entries,
+pool == sequential, the results frames, the study version, and `verify`, which shows on
+any CPU that the committed runs come from this code."""
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,14 +17,16 @@ import torch
 
 from llamanat_core import study
 from llamanat_core.study import Run, check_entry, plan, run_path, run_study, unique_runs
-from llamanat_core.train import Budget
+from llamanat_core.study import verify as verify_module
+from llamanat_core.study.plan import STUDY_VERSION, VERSION_FINGERPRINT, fingerprint_run, record_key
+from llamanat_core.train import Budget, batch_order, training_losses
 
 ROOT = Path(__file__).resolve().parent.parent
-TINY = Budget.short(12)
+TINY = Budget.for_steps(12)
 
 
 def tiny_runs():
-    return unique_runs(plan(("sweep",), seeds=(0,), budget=TINY))  # 4 runs
+    return unique_runs(plan(("sweep",), seeds=(0,), budget=TINY, compile=False))  # 4 runs
 
 
 def comparable(entry: dict) -> dict:
@@ -48,12 +52,29 @@ def reference_dir(tmp_path_factory):
 
 def test_plan_shares_runs_between_measurements():
     p = plan()
-    assert {k: len(v) for k, v in p.items()} == {"matrix": 70, "length": 35, "sweep": 20, "alphabet": 30}
-    # llama recall at base 10,000 with the name answer is one run in matrix, length, sweep and alphabet
+    assert {k: len(v) for k, v in p.items()} == {"matrix": 320, "length": 160, "sweep": 40, "alphabet": 60}
+    # llama recall (finite, base 10,000, name) is one run in matrix, length, sweep and alphabet
     shared = Run("recall", "llama", 0).key
     assert all(any(r.key == shared for r in runs) for runs in p.values())
-    assert len(unique_runs(p)) == 70 + 15 + 20
+    assert len(unique_runs(p)) == 320 + 30 + 40
     assert Run("recall", "llama", 0, (("rope_theta", 10_000.0),)).key == shared
+    regimes = {(r.regime, m) for m, runs in p.items() for r in runs}
+    assert regimes == {("finite", "matrix"), ("fresh", "matrix"), ("finite", "length"),
+                       ("fresh", "length"), ("finite", "sweep"), ("finite", "alphabet")}
+
+
+def test_the_key_holds_the_study_version_and_the_regime():
+    run = Run("recall", "llama", 0)
+    assert run.record()["version"] == STUDY_VERSION
+    assert Run("recall", "llama", 0, budget=Budget(regime="fresh")).key != run.key
+    assert Run("recall", "llama", 0, compile=False).key != run.key
+
+
+def test_weights_are_kept_for_the_reference_and_the_learned_table_only():
+    kept = {(r.variant, r.task) for r in unique_runs(plan()) if r.keeps_weights}
+    assert kept == {("llama", "addition"), ("llama", "recall"), ("abs_pos", "addition"),
+                    ("abs_pos", "recall")}
+    assert sum(r.keeps_weights for r in unique_runs(plan())) == 40  # 10 seeds each
 
 
 def test_plan_rejects_bad_input():
@@ -61,12 +82,21 @@ def test_plan_rejects_bad_input():
         plan(("matrx",))
     with pytest.raises(ValueError, match="seeds"):
         plan(seeds=(-1,))
+    with pytest.raises(ValueError, match="must not repeat"):
+        plan(seeds=(0, 0))
+    with pytest.raises(ValueError, match="unknown regime"):
+        plan(regimes=("stale",))
     with pytest.raises(ValueError, match="unknown variant"):
         Run("recall", "gqa", 0)
+    with pytest.raises(ValueError, match="seed"):
+        Run("recall", "llama", -1)
     with pytest.raises(ValueError, match="workers"):
         run_study([], workers=0)
+    with pytest.raises(ValueError, match="unknown executor"):
+        run_study(tiny_runs(), executor="slurm")
 
 
+@pytest.mark.pool
 def test_pool_and_sequential_give_identical_files(reference_dir, tmp_path):
     run_study(tiny_runs(), tmp_path, workers=2, weights_dir=tmp_path / "w", progress=False)
     assert read_all(tmp_path) == read_all(reference_dir)
@@ -80,21 +110,28 @@ def test_rerun_uses_the_cache(reference_dir, capsys):
     assert {p: p.stat().st_mtime_ns for p in (reference_dir / "runs").glob("*.json")} == before
 
 
-@pytest.mark.parametrize("damage", ["truncate", "garbage", "wrong-record", "missing-losses"])
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "wrong-record", "missing-dense",
+                                    "short-losses", "stop-out-of-range"])
 def test_bad_cache_entry_is_reported_and_recomputed(reference_dir, tmp_path, capsys, damage):
     runs = tiny_runs()
-    run_study(runs, tmp_path, workers=1, weights_dir=tmp_path / "w", progress=False)
+    shutil.copytree(reference_dir, tmp_path, dirs_exist_ok=True)
     victim = run_path(tmp_path, runs[1])
     text = victim.read_text()
+    entry = json.loads(text)
     if damage == "truncate":
         victim.write_text(text[: len(text) // 2])
     elif damage == "garbage":
         victim.write_bytes(b"\x00\xff not json")
     elif damage == "wrong-record":  # a valid file under another run's name
         victim.write_text(run_path(tmp_path, runs[0]).read_text())
-    else:
-        entry = json.loads(text)
+    elif damage == "missing-dense":
+        entry["dense"] = entry["dense"][:-1]
+        victim.write_text(json.dumps(entry))
+    elif damage == "short-losses":
         entry["losses"] = entry["losses"][:3]
+        victim.write_text(json.dumps(entry))
+    else:
+        entry["stop_step"] = 10_000
         victim.write_text(json.dumps(entry))
     assert check_entry(victim)[0] is None
     run_study(runs, tmp_path, workers=1, weights_dir=tmp_path / "w")
@@ -103,89 +140,225 @@ def test_bad_cache_entry_is_reported_and_recomputed(reference_dir, tmp_path, cap
     assert read_all(tmp_path) == read_all(reference_dir)
 
 
+def test_a_missing_weights_file_makes_the_run_train_again(tmp_path):
+    run = Run("recall", "llama", 0, budget=TINY, compile=False)
+    assert run.keeps_weights
+    run_study([run], tmp_path, weights_dir=tmp_path / "w", progress=False)
+    path = study.weights_path(run, tmp_path / "w")
+    first = path.read_bytes()
+    path.unlink()
+    assert study.load_entry(tmp_path, run, tmp_path / "w") is None
+    run_study([run], tmp_path, weights_dir=tmp_path / "w", progress=False)
+    assert path.read_bytes() == first  # byte-stable: the same tensors, the same file
+    model = study.load_weights(run, tmp_path / "w")
+    assert model.lm_head.weight is model.embed_tokens.weight  # stored once, comes back tied
+
+
+@pytest.mark.pool
 def test_killed_study_resumes_to_identical_results(reference_dir, tmp_path):
     """SIGKILL the CLI mid-study, restart it, and get exactly the uninterrupted results."""
     cmd = [sys.executable, "-m", "llamanat_core.cli", "study", "--only", "sweep", "--seeds", "0",
            "--steps", "12", "--cache-dir", str(tmp_path), "--workers", "1"]
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    env = {**os.environ, "PYTHONHASHSEED": "0", "LLAMANAT_COMPILE": "0"}
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
     runs_dir = tmp_path / "runs"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and len(list(runs_dir.glob("*.json"))) < 1:
-        time.sleep(0.05)
+        time.sleep(0.02)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     done = len(list(runs_dir.glob("*.json")))
     assert 1 <= done < 4, f"the kill should land mid-study, found {done} finished runs"
-    subprocess.run(cmd, cwd=ROOT, env=env, check=True, capture_output=True)
+    subprocess.run(cmd, cwd=tmp_path, env=env, check=True, capture_output=True)
     assert read_all(tmp_path) == read_all(reference_dir)
-    assert not list(runs_dir.glob("*.tmp")) or all(p.name.startswith(".") for p in runs_dir.glob("*.tmp"))
+    # the only files are finished runs and the summary: no temporary file survives
+    left = {p.name for p in tmp_path.rglob("*") if p.is_file()}
+    assert left == {f"{k}.json" for k in read_all(reference_dir)} | {"results.csv", "curves.csv"}
 
 
-def test_results_frame_is_tidy(reference_dir):
-    p = plan(("sweep",), seeds=(0,), budget=TINY)
-    df = study.frame(p, {k: v for k, v in read_all(reference_dir).items()})
-    assert len(df) == 4 * len(TINY.checkpoints)
+def test_results_frames_are_tidy(reference_dir):
+    p = plan(("sweep",), seeds=(0,), budget=TINY, compile=False)
+    entries = read_all(reference_dir)
+    df = study.frame(p, entries)
+    assert len(df) == 4 * len(TINY.checkpoints)  # 12 steps: the stop is the last checkpoint
     assert sorted(df.rope_theta.unique()) == [10.0, 100.0, 10_000.0, 1_000_000.0]
-    assert df.groupby("run").final.sum().eq(1).all()
+    assert df.groupby("run").final.sum().eq(1).all() and df.groupby("run").at_stop.sum().eq(1).all()
+    assert (df.regime == "finite").all() and (df.stop_step == 12).all()
+    assert df.censored.all() and df.solve_step.isna().all()  # nothing solves recall in 12 steps
     assert df.test_acc.between(0, 1).all() and df.test_acc_12.between(0, 1).all()
+    curves = study.curves_frame(unique_runs(p), entries)
+    assert len(curves) == 4 * 12 and list(curves.step.unique()) == list(range(1, 13))
+    assert curves.val_acc_8.between(0, 1).all()
+
+
+def test_a_run_past_the_floor_gets_a_row_at_its_stop():
+    budget = Budget(steps=40, min_steps=12, eval_every=4, n_train=64, n_val=16, n_test=16,
+                    checkpoints=(6, 12))
+    run = Run("addition", "llama", 0, budget=budget, compile=False)
+    entry, _ = study.execute(run)
+    assert entry["stop_step"] == 40 and entry["solve_step"] is None
+    df = study.frame({"matrix": [run]}, {run.key: entry})
+    assert list(df.step) == [6, 12, 40]
+    assert list(df.final) == [False, True, False] and list(df.at_stop) == [False, False, True]
+
+
+# ------------------------------------------------------------ the study version
+
+def test_study_version_fingerprint():
+    """A change that alters what a run computes must bump STUDY_VERSION (so no stale run
+    file is reused) and re-record VERSION_FINGERPRINT: the first losses of a short
+    eager fit, compared within verify's tolerance so any CPU passes."""
+    run = fingerprint_run()
+    losses = training_losses(run.config, run.spec, run.seed, run.budget, len(VERSION_FINGERPRINT))
+    assert len(VERSION_FINGERPRINT) == 12
+    diff = max(abs(a - b) for a, b in zip(losses, VERSION_FINGERPRINT))
+    assert diff <= verify_module.TOLERANCE, (
+        f"the trainer computes other numbers than study version {STUDY_VERSION} "
+        f"(max |Δloss| {diff:.1e}): bump STUDY_VERSION and set VERSION_FINGERPRINT to {losses}")
+
+
+# ------------------------------------------------------------ verify
+
+def committed_entry(**where):
+    for path in sorted((study.STUDY_DIR / "runs").glob("*.json")):
+        entry, _ = check_entry(path)
+        rec = entry["record"]
+        if all(rec.get(k, rec["budget"].get(k)) == v for k, v in where.items()):
+            return entry
+    pytest.fail(f"no committed run with {where}")
+
+
+@pytest.mark.parametrize("task", ["addition", "recall"])
+def test_verify_accepts_the_committed_runs_on_this_cpu(task):
+    """Committed compiled runs, re-fitted eagerly with the plain loop at one thread on
+    whatever CPU runs the tests: rounding stays far inside the tolerance."""
+    entry = committed_entry(task=task, variant="llama", regime="finite", seed=0)
+    check = verify_module.check(entry)
+    assert check.ok, verify_module.describe(check)
+    assert check.max_diff < verify_module.TOLERANCE / 3
+
+
+def changed_item(monkeypatch, entry):
+    """Replace the first training item of the first batch by another training item."""
+    from llamanat_core import tasks
+
+    rec = entry["record"]
+    first = batch_order(rec["budget"]["n_train"], rec["budget"]["batch_size"], 1,
+                                    rec["seed"])[0, 0].item()
+    cls = tasks.Addition if rec["task"] == "addition" else tasks.Recall
+    original = cls.splits
+
+    def splits(self, n_train=4000, n_val=200, n_test=200):
+        s = original(self, n_train, n_val, n_test)
+        ids = s.train.ids.clone()
+        ids[first] = ids[(first + 1) % len(ids)]
+        return tasks.Splits(tasks.TaskData(ids, s.train.answer_len), s.val, s.test)
+
+    monkeypatch.setattr(cls, "splits", splits)
+
+
+@pytest.mark.parametrize("change", ["lr x 1.01", "init std x 1.01", "one training item"])
+@pytest.mark.parametrize("task", ["addition", "recall"])
+def test_verify_catches_a_real_change(monkeypatch, task, change):
+    entry = json.loads(json.dumps(committed_entry(task=task, variant="llama", regime="finite", seed=0)))
+    rec = entry["record"]
+    if change == "lr x 1.01":
+        rec["budget"]["lr"] *= 1.01
+    elif change == "init std x 1.01":
+        rec["overrides"].append(["init_std", 0.02 * 1.01])
+    else:
+        changed_item(monkeypatch, entry)
+    check = verify_module.check(entry)
+    assert not check.ok, f"{change}: max |Δloss| {check.max_diff:.1e} within the tolerance"
+
+
+def test_verify_cli_names_what_differs(tmp_path, capsys):
+    """A cache whose runs disagree with the code: exit 1, naming the runs."""
+    from llamanat_core.cli import main
+
+    run = Run("addition", "llama", 0, budget=TINY, compile=False)
+    entry, weights = study.execute(run)
+    entry["losses"][5] += 1e-3  # what a changed trainer would have written
+    study.store(run, entry, weights, tmp_path, tmp_path / "w")
+    assert main(["verify", "--cache-dir", str(tmp_path)]) == 1
+    out = capsys.readouterr()
+    assert "DIFFERS" in out.out and run.label in out.err
+    entry["losses"][5] -= 1e-3
+    study.store(run, entry, weights, tmp_path, tmp_path / "w")
+    assert main(["verify", "--cache-dir", str(tmp_path)]) == 0
+
+
+def test_verify_bad_input(tmp_path, capsys):
+    from llamanat_core.cli import main
+
+    assert main(["verify", "--cache-dir", str(tmp_path)]) == 2
+    assert "no run files" in capsys.readouterr().err
+    run = Run("addition", "llama", 0, budget=TINY, compile=False)
+    entry, weights = study.execute(run)
+    study.store(run, entry, weights, tmp_path, tmp_path / "w")
+    assert main(["verify", "--cache-dir", str(tmp_path), "--runs", "0123456789abcdef"]) == 2
+    assert "no committed run with key" in capsys.readouterr().err
+    old = dict(entry, record={**entry["record"], "version": STUDY_VERSION - 1})
+    (tmp_path / "runs" / f"{record_key(old['record'])}.json").write_text(json.dumps(old))
+    assert main(["verify", "--cache-dir", str(tmp_path)]) == 2
+    assert "another plan" in capsys.readouterr().err
+
+
+def test_sample_spreads_over_tasks_regimes_and_variants():
+    entries = {f"{i:02d}": {"record": {"task": t, "variant": v, "budget": {"regime": r}}}
+               for i, (t, r, v) in enumerate((t, r, v) for t in ("addition", "recall")
+                                             for r in ("finite", "fresh") for v in ("a", "b", "c"))}
+    picked = verify_module.sample_keys(entries, 12)
+    assert len(picked) == 12 == len(set(picked))
+    picked4 = verify_module.sample_keys(entries, 4)
+    groups = {(entries[k]["record"]["task"], entries[k]["record"]["budget"]["regime"]) for k in picked4}
+    assert len(groups) >= 2
 
 
 # ------------------------------------------------------------ the committed study
 
-COMMITTED = study.summary_path().exists()
-
-
-@pytest.mark.skipif(not COMMITTED, reason="no committed study in artifacts/study")
 def test_committed_study_is_complete():
-    """Every run of the plan is cached and valid; the summary covers all of them."""
+    """Every run of the plan is cached and valid; the summaries cover all of them."""
     p = plan()
     runs = unique_runs(p)
-    missing = [r.label for r in runs if study.cached(study.STUDY_DIR, r) is None]
-    assert not missing, f"runs missing from artifacts/study: {missing[:5]}"
+    missing = [r.label for r in runs if study.load_entry(study.STUDY_DIR, r) is None]
+    assert not missing, f"{len(missing)} runs missing from artifacts/study, e.g. {missing[:3]}"
     df = study.load_results()
     assert set(df.run) == {r.key for r in runs}
-    assert len(df) == sum(len(v) for v in p.values()) * len(Budget().checkpoints)
-    for r in (Run("addition", "llama", 0), Run("recall", "llama", 0), Run("recall", "abs_pos", 0)):
-        assert study.weights_path(r).exists()
+    assert df.groupby(["measurement", "run"]).final.sum().eq(1).all()
+    assert len(study.load_curves()) == sum(len(e["dense"]) for e in
+                                           (study.load_entry(study.STUDY_DIR, r) for r in runs))
+    names = {p.name for p in study.WEIGHTS_DIR.glob("*.safetensors")}
+    assert names == {study.weights_path(r).name for r in runs if r.keeps_weights}
 
 
-@pytest.mark.skipif(not COMMITTED, reason="no committed study in artifacts/study")
-def test_cli_on_committed_tree_has_nothing_to_run():
-    out = subprocess.run([sys.executable, "-m", "llamanat_core.cli", "study", "--workers", "2"],
-                         cwd=ROOT, capture_output=True, text=True, check=True)
+@pytest.mark.pool
+def test_cli_on_committed_tree_has_nothing_to_run(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "llamanat_core.cli", "study", "--workers", "2",
+                          "--only", "matrix", "length", "sweep", "alphabet"],
+                         cwd=tmp_path, capture_output=True, text=True, check=True)
     assert "nothing left to run" in out.stderr  # every run cached: nothing trains
     assert "running" not in out.stderr
 
 
-@pytest.mark.skipif(not COMMITTED, reason="no committed study in artifacts/study")
-def test_refit_reproduces_committed_run():
-    """Re-fit llama recall seed 0 to its first checkpoint: the committed numbers come from this code."""
-    entry, why = check_entry(run_path(study.STUDY_DIR, Run("recall", "llama", 0)))
-    assert entry is not None, why
-    env, here = entry["env"], study.environment()
-    if env["torch"] != torch.__version__:
-        pytest.skip(f"recorded with torch {env['torch']}, this is {torch.__version__}")
-    if env["cpu"] != here["cpu"]:
-        pytest.skip(f"recorded on {env['cpu']!r}, this is {here['cpu']!r}: kernels may round differently")
-    committed_row, refit_row, committed_losses, refit_losses, _ = study.reference_refit("recall", 0)
-    assert refit_losses == committed_losses
-    assert refit_row == committed_row
+def test_cli_study_list_and_bad_input(capsys):
+    from llamanat_core.cli import main
+
+    assert main(["study", "--list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 390 + 1 and lines[-1].startswith("kv_cache")
+    assert main(["study", "--steps", "100"]) == 2
+    assert "--quick or --cache-dir" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["study", "--seeds", "0,0"])
+    assert "must not repeat" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["fit", "--variant", "llama", "--task", "recall", "--seed", "-1"])
+    assert "non-negative" in capsys.readouterr().err
 
 
-def test_saved_weights_are_byte_stable_and_load_back(tmp_path):
-    """Weights are a committed artifact: the same tensors give the same bytes every time."""
-    from safetensors.torch import load_file
-
-    from llamanat_core import TinyLlama, variant_config
-
-    run = Run("recall", "llama", 0)
-    state = {k: v for k, v in TinyLlama(variant_config("llama"), seed=0).state_dict().items()
-             if k != "lm_head.weight"}
-    a, b = tmp_path / "a.safetensors", tmp_path / "b.safetensors"
-    study.save_weights(state, run, a)
-    study.save_weights(dict(reversed(list(state.items()))), run, b)
-    assert a.read_bytes() == b.read_bytes()
-    loaded = load_file(str(a))
-    assert loaded.keys() == state.keys() and all(torch.equal(loaded[k], state[k]) for k in state)
+def test_weights_torch_threads_are_restored():
+    before = torch.get_num_threads()
+    study.execute(Run("addition", "mqa", 0, budget=TINY, compile=False))
+    assert torch.get_num_threads() == before

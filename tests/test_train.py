@@ -1,16 +1,21 @@
-"""SPEC §6 / issue 2: the trainer is deterministic, it learns, and the budget validates itself."""
+"""The trainer: deterministic, it learns, the speed path computes the plain loop, the stop
+rule and the two data regimes do what the method page says, and the budget validates itself."""
 import statistics
 
 import pytest
 import torch
 
-from llamanat_core import TinyLlama, variant_config
-from llamanat_core.train import Budget, TaskSpec, answer_loss, batch_order, fit
+from llamanat_core import MATRIX_VARIANTS, VARIANTS, TinyLlama, variant_config
+from llamanat_core import train as train_module
+from llamanat_core.tasks import FreshStream, make_task
+from llamanat_core.train import Budget, TaskSpec, batch_order, fit, training_losses
 
-SMALL = Budget(steps=20, n_train=256, n_val=32, n_test=32, checkpoints=(10, 20))
+SMALL = Budget(steps=20, min_steps=20, eval_every=5, n_train=256, n_val=32, n_test=32,
+               checkpoints=(10, 20))
 
 
-@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=pytest.mark.compile)],
+                         ids=["eager", "compiled"])
 @pytest.mark.parametrize("task", ["recall", "addition"])
 def test_same_seed_is_bit_identical(task, compiled):
     cfg = variant_config("llama")
@@ -19,6 +24,7 @@ def test_same_seed_is_bit_identical(task, compiled):
     b = fit(cfg, TaskSpec(task), 0, SMALL, compile=compiled)
     assert len(a.losses) == 20 and a.losses == b.losses
     assert a.curve == b.curve and [row["step"] for row in a.curve] == [10, 20]
+    assert a.dense == b.dense and [row["step"] for row in a.dense] == [5, 10, 15, 20]
     sa, sb = a.model.state_dict(), b.model.state_dict()
     assert sa.keys() == sb.keys()
     for name in sa:
@@ -30,78 +36,189 @@ def test_same_seed_is_bit_identical(task, compiled):
     assert c.losses != a.losses
 
 
-def test_batch_order_is_seeded_epochs():
+def test_batch_order_is_seeded_epochs_and_a_longer_run_extends_a_shorter_one():
     order = batch_order(10, 4, 5, seed=0)
     assert order.shape == (5, 4)
     flat = order.flatten().tolist()
     assert sorted(flat[:10]) == list(range(10)) and sorted(flat[10:20]) == list(range(10))
     assert torch.equal(order, batch_order(10, 4, 5, seed=0))
     assert not torch.equal(order, batch_order(10, 4, 5, seed=1))
+    assert torch.equal(batch_order(10, 4, 9, seed=0)[:5], order)
 
 
 def test_150_steps_of_recall_lower_the_loss():
-    result = fit(variant_config("llama"), TaskSpec("recall"), 0, Budget.short(150))
+    result = fit(variant_config("llama"), TaskSpec("recall"), 0, Budget.for_steps(150), compile=False)
     first, last = statistics.mean(result.losses[:10]), statistics.mean(result.losses[-10:])
     assert first > 3.5  # near ln 61 = 4.11 at initialisation
     assert last < first - 0.8, (first, last)
     assert [row["step"] for row in result.curve] == [38, 75, 112, 150]
     assert result.curve[-1]["val_loss"] < result.curve[0]["val_loss"]
+    # the dense curve: every 12 steps, the mean training loss of the steps since the last one
+    assert [row["step"] for row in result.dense] == list(range(12, 150, 12)) + [150]
+    assert result.dense[0]["train_loss"] == pytest.approx(statistics.mean(result.losses[:12]))
+    assert result.dense[-1]["train_loss"] == pytest.approx(statistics.mean(result.losses[144:]))
 
 
-def test_budget_defaults_are_the_spec():
+def test_budget_defaults_and_scaled_budgets():
     b = Budget()
-    assert (b.steps, b.batch_size, b.lr, b.clip, b.n_train, b.n_test) == (1200, 64, 1e-3, 1.0, 4000, 200)
-    assert b.checkpoints == (300, 600, 900, 1200)
-    assert Budget.short(50).checkpoints == (12, 25, 38, 50)
-    assert Budget.short(1).checkpoints == (1,)
+    assert (b.steps, b.min_steps, b.eval_every, b.solve_at, b.solved_evals) == (4800, 1200, 100, 0.9, 3)
+    assert (b.batch_size, b.lr, b.clip, b.n_train, b.n_val, b.n_test) == (64, 1e-3, 1.0, 4000, 200, 200)
+    assert b.checkpoints == (300, 600, 900, 1200) and b.regime == "finite"
+    assert Budget.for_steps(None) == b and Budget.for_steps(4800) == b
+    short = Budget.for_steps(50)
+    assert (short.steps, short.min_steps, short.eval_every) == (50, 50, 4)
+    assert short.checkpoints == (12, 25, 38, 50)
+    mid = Budget.for_steps(2000, "fresh")
+    assert (mid.steps, mid.min_steps, mid.eval_every, mid.regime) == (2000, 1200, 100, "fresh")
+    assert Budget.for_steps(1).checkpoints == (1,)
+    with pytest.raises(ValueError, match="steps must be a positive integer"):
+        Budget.for_steps(0)
 
 
 @pytest.mark.parametrize("kwargs, field", [
-    ({"steps": 0, "checkpoints": (1,)}, "steps"),
+    ({"steps": 0}, "steps"),
+    ({"min_steps": 0}, "min_steps"),
+    ({"steps": 1000}, "min_steps"),
+    ({"eval_every": 0}, "eval_every"),
+    ({"solved_evals": 0}, "solved_evals"),
+    ({"solve_at": 1.5}, "solve_at"),
+    ({"regime": "streaming"}, "regime"),
     ({"batch_size": -4}, "batch_size"),
     ({"n_train": 0}, "n_train"),
     ({"n_test": 0}, "n_test"),
-    ({"steps": 10.5}, "steps"),
+    ({"steps": 4800.5}, "steps"),
     ({"checkpoints": ()}, "checkpoints"),
     ({"checkpoints": (300, 1300)}, "checkpoints"),
     ({"checkpoints": (0, 1200)}, "checkpoints"),
     ({"checkpoints": (600, 300)}, "checkpoints"),
     ({"checkpoints": (300, 300, 1200)}, "checkpoints"),
 ])
-def test_budget_validation(kwargs, field):
+def test_budget_validation_names_the_field(kwargs, field):
     with pytest.raises(ValueError, match=rf"Budget\.{field}\b"):
         Budget(**kwargs)
 
 
-def plain_training_losses(cfg, spec, seed, budget):
-    """The budget of SPEC §6 written the obvious way: the readable model, torch's AdamW
-    and clip_grad_norm_ over model.parameters(). The speed path must compute this."""
-    model = TinyLlama(cfg, seed=seed)
-    ids = spec.make(seed).splits(budget.n_train, budget.n_val, budget.n_test).train
-    opt = torch.optim.AdamW(model.parameters(), lr=budget.lr)
-    order = batch_order(budget.n_train, budget.batch_size, budget.steps, seed)
-    losses = []
-    for step in range(budget.steps):
-        loss = answer_loss(model, ids.ids[order[step]], ids.answer_len)
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), budget.clip)
-        opt.step()
-        losses.append(loss.item())
-    return losses, model
+def test_fit_rejects_a_negative_seed():
+    with pytest.raises(ValueError, match="seed must be a non-negative integer"):
+        fit(variant_config("llama"), TaskSpec("recall"), -1, SMALL)
 
 
-@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
-@pytest.mark.parametrize("variant, task", [("llama", "recall"), ("abs_pos", "addition")])
-def test_speed_path_computes_the_plain_training(variant, task, compiled):
+# ------------------------------------------------------------ the stop rule
+
+def scripted_accuracy(monkeypatch, accuracies):
+    """Validation accuracy follows `accuracies`, one value per evaluation (test scores 0)."""
+    values = iter(accuracies)
+
+    def fake_score(model, task, data):
+        return next(values) if len(data) == 17 else 0.0
+
+    monkeypatch.setattr(train_module, "score", fake_score)
+
+
+STOP = Budget(steps=40, min_steps=12, eval_every=4, n_train=64, n_val=17, n_test=8,
+              checkpoints=(6, 12), solved_evals=3)
+
+
+@pytest.mark.parametrize("accuracies, solve, stop", [
+    ([0.0] * 10, None, 40),                              # never solved: censored at the cap
+    ([0.95] * 10, 4, 12),                                # solved at once: still trains to the floor
+    ([0.1, 0.1, 0.1, 0.9, 0.9, 0.9] + [0.0] * 4, 16, 24),  # 0.90 counts; stops after 3 in a row
+    ([0.1, 0.95, 0.2, 0.95, 0.95, 0.5, 0.95, 0.95, 0.95, 0.0], 8, 36),  # a dip resets the streak
+    ([0.0] * 8 + [0.91, 0.92], 36, 40),                  # solved late: the cap still stops it
+])
+def test_stop_rule(monkeypatch, accuracies, solve, stop):
+    scripted_accuracy(monkeypatch, accuracies)
+    result = fit(variant_config("llama"), TaskSpec("addition"), 0, STOP, fast=False)
+    assert (result.solve_step, result.stop_step) == (solve, stop)
+    assert len(result.losses) == stop and result.dense[-1]["step"] == stop
+    assert [row["step"] for row in result.dense] == list(range(4, stop + 1, 4))
+    # the test columns: every checkpoint, then the stop when it is not one of them
+    assert [row["step"] for row in result.curve] == [6, 12] + ([stop] if stop != 12 else [])
+
+
+# ------------------------------------------------------------ the data regimes
+
+@pytest.mark.parametrize("task", ["addition", "recall"])
+def test_validation_and_test_items_are_the_same_in_both_regimes(task):
+    t = make_task(task, 3)
+    finite, fresh = t.splits(4000, 200, 200), t.splits(0, 200, 200)
+    assert torch.equal(finite.val.ids, fresh.val.ids) and torch.equal(finite.test.ids, fresh.test.ids)
+
+
+@pytest.mark.parametrize("task", ["addition", "recall"])
+def test_fresh_stream_never_repeats_and_never_leaks_held_out_items(task):
+    t = make_task(task, 0)
+    splits = t.splits(0, 200, 200)
+    held = {tuple(r) for d in (splits.val, splits.test) for r in d.ids.tolist()}
+    stream = FreshStream(t, (splits.val, splits.test), seed=0)
+    rows = [tuple(r) for _ in range(50) for r in stream.batch(64).tolist()]
+    assert len(set(rows)) == len(rows) == 3200
+    assert not held & set(rows)
+    # seeded: the same stream again gives the same items; another seed does not
+    again = FreshStream(t, (splits.val, splits.test), seed=0).batch(64)
+    assert [tuple(r) for r in again.tolist()] == rows[:64]
+    other = FreshStream(t, (splits.val, splits.test), seed=1).batch(64)
+    assert [tuple(r) for r in other.tolist()] != rows[:64]
+
+
+def test_a_leaked_item_is_skipped():
+    """Held-out items are refused even when the stream draws them."""
+    t = make_task("recall", 0)
+    stream = FreshStream(t, (), seed=0)
+    first = stream.batch(3)
+    blocked = FreshStream(t, (train_module.TaskData(first[:1], 1),), seed=0).batch(2)
+    assert torch.equal(blocked, first[1:])
+
+
+def test_regimes_train_on_different_items_from_the_same_start():
+    cfg = variant_config("llama")
+    finite = fit(cfg, TaskSpec("recall"), 0, SMALL, fast=False)
+    fresh = fit(cfg, TaskSpec("recall"), 0, Budget(**{**SMALL.__dict__, "regime": "fresh"}), fast=False)
+    assert finite.losses[0] != fresh.losses[0]  # other batches
+    assert finite.losses[0] == pytest.approx(fresh.losses[0], abs=0.2)  # the same initial model
+
+
+# ------------------------------------------------------------ speed path == plain loop
+
+SPEED_CASES = [("llama", "recall", {}), ("abs_pos", "addition", {}), ("untied", "recall", {}),
+               ("llama", "recall", {"rope_theta": 100.0}), ("bias", "addition", {})]
+
+
+@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=pytest.mark.compile)],
+                         ids=["eager", "compiled"])
+@pytest.mark.parametrize("variant, task, overrides", SPEED_CASES,
+                         ids=[f"{v}-{t}{'-theta' if o else ''}" for v, t, o in SPEED_CASES])
+def test_speed_path_computes_the_plain_loop(variant, task, overrides, compiled):
     """Flat parameters, fused AdamW and the compiled loss change how the step runs, not
     what it computes: over 20 steps the losses and weights agree with the plain loop to
-    float32 rounding (the tolerance is far below what one skipped clip or a wrong
-    weight decay would move)."""
-    cfg = variant_config(variant)
-    ref_losses, ref_model = plain_training_losses(cfg, TaskSpec(task), 0, SMALL)
+    float32 rounding (far below what one skipped clip, a wrong weight decay or a base
+    the template ignored would move)."""
+    cfg = variant_config(variant, **overrides)
+    plain = fit(cfg, TaskSpec(task), 0, SMALL, fast=False)
     fast = fit(cfg, TaskSpec(task), 0, SMALL, compile=compiled)
-    assert fast.losses == pytest.approx(ref_losses, rel=1e-4, abs=1e-5)
-    ref_state = ref_model.state_dict()
+    assert fast.losses == pytest.approx(plain.losses, rel=1e-4, abs=1e-5)
+    ref_state = plain.model.state_dict()
     for name, tensor in fast.model.state_dict().items():
         torch.testing.assert_close(tensor, ref_state[name], rtol=1e-3, atol=2e-5, msg=name)
+    # and the comparison can fail: another base is not the same training
+    if overrides:
+        other = fit(variant_config(variant), TaskSpec(task), 0, SMALL, fast=False)
+        assert other.losses[5:] != pytest.approx(plain.losses[5:], rel=1e-4, abs=1e-5)
+
+
+def test_training_losses_are_fits_first_steps():
+    cfg = variant_config("llama")
+    assert training_losses(cfg, TaskSpec("addition"), 0, SMALL, 7) == \
+        fit(cfg, TaskSpec("addition"), 0, SMALL, fast=False).losses[:7]
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_pruned_forward_is_the_full_forward_on_its_rows(variant):
+    """`last=k` computes queries, MLP and head only for the last k positions of the final
+    layer; those rows must equal the full forward's (keys and values still see everything)."""
+    model = TinyLlama(variant_config(variant, init_std=0.2), seed=0).eval()
+    ids = torch.randint(0, 61, (3, 13), generator=torch.Generator().manual_seed(1))
+    full = model(ids)
+    for k in (1, 6, 13):
+        torch.testing.assert_close(model(ids, last=k), full[:, -k:], rtol=1e-5, atol=1e-6)
+    assert set(MATRIX_VARIANTS) <= set(VARIANTS)
