@@ -42,10 +42,12 @@ NBVAL = --nbval --nbval-sanitize-with nbval_sanitize.cfg --nbval-current-env \
 lint: venv
 	$(BIN)/ruff check llamanat_core tests benchmarks
 
-# Every check, in order: lint; unit and pipeline tests; nbval on the committed chapters;
+# Every check, in order: lint; the committed runs re-fitted for their first steps on this
+# CPU (`llamanat verify`); unit and pipeline tests; nbval on the committed chapters;
 # the book build with warnings as errors; the browser test on the pages just built.
 test: venv
 	$(BIN)/ruff check llamanat_core tests benchmarks
+	$(BIN)/llamanat verify
 	$(BIN)/python -m pytest tests --ignore=tests/test_browser.py
 	$(BIN)/python -m pytest $(NBVAL) artifacts/*.ipynb
 	$(BOOK_BUILD)
