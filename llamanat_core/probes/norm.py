@@ -156,7 +156,7 @@ def depth_study(positions=("pre", "post", "none"), seeds=(0, 1, 2), init_stds=(0
     return pd.concat(parts, ignore_index=True), pd.DataFrame(ends)
 
 
-def spread(values, digits: int = 3) -> str:
+def seed_range_text(values, digits: int = 3) -> str:
     """'m (seeds a to b)' for finite values; says how many seeds overflowed otherwise."""
     vals = [float(v) for v in values]
     ok = [v for v in vals if math.isfinite(v)]
