@@ -80,8 +80,13 @@ def read_source(path: Path | str):
     import jupytext
 
     nb = jupytext.read(str(path))
+    # What papermill's own reader adds to a notebook file, and expects on a NotebookNode.
+    nb.metadata.setdefault("papermill", {"default_parameters": {}, "parameters": {},
+                                         "environment_variables": {}})
     used: set[str] = set()
     for cell in nb.cells:
+        cell.metadata.setdefault("tags", [])
+        cell.metadata.setdefault("papermill", {})
         digest = hashlib.sha1(f"{cell.cell_type}\0{cell.source}".encode()).hexdigest()
         cid, k = digest[:10], 1
         while cid in used:
