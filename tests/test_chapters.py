@@ -182,7 +182,7 @@ def test_committed_artifact_has_the_source_cells(path):
 # fractions written in words. Reviewers still read the prose.
 CONFIG_DECIMALS = {
     "0.02": "init std, SPEC §3",
-    "1.5": "GeLU width factor (1.5 x 192 = 288), SPEC §4",
+    "1.5": "GELU width factor (1.5 x 192 = 288), SPEC §4",
 }
 _ROLE = re.compile(r"\{(?:glue(?::\w+)?|doc|ref|numref|eq|cite(?::\w+)?|download|term)\}`[^`]*`")
 _URL = re.compile(r"https?://\S+")
@@ -225,7 +225,7 @@ def typed_measurements(text: str) -> list[str]:
     ("eps `1e-5`, lr 1e-3, lr 3.0e-4", []),
     ("jupyter-book 1.0.4 and arXiv 2302.13971", []),
     ("the paper's 6.7B and 65.2 B models, trained on 1.4T tokens", []),
-    ("init std 0.02; GeLU hidden 1.5 × 192 = 288; 1,200 steps of batch 64", []),
+    ("init std 0.02; GELU hidden 1.5 × 192 = 288; 1,200 steps of batch 64", []),
     ("reached {glue:text}`acc:.1%` (see {doc}`../book/method`)", []),
     ("% a MyST comment with 0.5\nplain text", []),
     ("```{glue:figure} fig\n:figwidth: 80%\n```", []),

@@ -6,7 +6,7 @@ Three hidden layers are compared on the same input:
 * ``gelu``   – gelu(up(x)): the displaced two-matrix MLP of the `gelu_mlp` control;
 * ``swiglu`` – silu(gate(x)) * up(x): LLaMA's gated unit, a smooth multiplier on up(x).
 
-ReLU and GeLU read the *same* up projection (the `gelu_mlp` control's), so the two
+ReLU and GELU read the *same* up projection (the `gelu_mlp` control's), so the two
 differ only in the function applied to identical pre-activations.
 """
 from __future__ import annotations
