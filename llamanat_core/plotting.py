@@ -216,8 +216,8 @@ def seed_curves(ax, df, by: str, value: str = "test_acc", order=None,
 
 def summary_figure(df):
     """The intro's one-screen summary: accuracy at the last checkpoint per variant and task,
-    every seed a point, paired seeds joined, the chance floor and the reference's mean
-    drawn."""
+    every seed a point, the chance floor and the reference's mean drawn. (The chapters
+    join paired seeds; here each control pairs with `llama`, not with its neighbour.)"""
     import matplotlib.pyplot as plt
 
     from .config import MATRIX_VARIANTS
@@ -230,7 +230,8 @@ def summary_figure(df):
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
     for ax, task in zip(axes, ("addition", "recall")):
         t = seed_table(d[d.task == task], "variant", "test_acc", order=variants)
-        seed_points(ax, t, color=TASK_COLORS[task], label_rotation=30, chance=chance(task))
+        # seven rows side by side: joining neighbours would pair rows that are not compared
+        seed_points(ax, t, color=TASK_COLORS[task], label_rotation=30, chance=chance(task), paired=False)
         ax.set_title(f"{task}: test accuracy at the last checkpoint")
         ax.axhline(100 * t.loc["llama", "mean"], color="0.6", lw=0.8, ls="--")
     fig.tight_layout()
