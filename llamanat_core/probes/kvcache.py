@@ -1,4 +1,4 @@
-"""The KV cache, measured (SPEC §7): exact arithmetic, identical tokens, real bytes, timings.
+"""The KV cache, measured: exact arithmetic, identical tokens, real bytes, timings.
 
 The arithmetic is `kv.kv_cache_bytes`. The measured side runs the package's own
 `KVCache` and `TinyLlama.generate`. Timings depend on the machine, so they are measured

@@ -1,4 +1,4 @@
-"""The SwiGLU chapter's measurements: gate or switch, and the width rule (SPEC §8).
+"""The SwiGLU chapter's measurements: gate or switch, and the width rule.
 
 Three hidden layers are compared on the same input:
 
