@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 WORKERS ?= 2
 export PYTHONHASHSEED := 0
 
-.PHONY: venv study chapters book test lint bench clean
+.PHONY: venv study chapters book test lint bench clean lab
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -50,6 +50,21 @@ test: venv
 	$(BIN)/python -m pytest $(NBVAL) artifacts/*.ipynb
 	$(BOOK_BUILD)
 	LLAMANAT_REQUIRE_BOOK=1 $(BIN)/python -m pytest tests/test_browser.py
+
+# A reader's notebook: JupyterLab on chapters/ with the project's kernel (this venv's
+# python3). The MyST sources open as notebooks through jupytext's contents manager, and
+# the settings override makes a double-click open a .md file as a notebook, not as text.
+# LAB_FLAGS are also what tests/test_lab.py starts its server with.
+LAB_FLAGS = --ServerApp.root_dir=$(CURDIR) \
+	--ServerApp.contents_manager_class=jupytext.TextFileContentsManager
+LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.d
+
+lab: venv
+	mkdir -p $(LAB_OVERRIDES)
+	echo '{"@jupyterlab/docmanager-extension:plugin": {"defaultViewers": {"markdown": "Jupytext Notebook"}}}' \
+		> $(LAB_OVERRIDES)/llamanat-jupytext.json
+	$(BIN)/jupyter lab $(LAB_FLAGS) --ServerApp.default_url=/lab/tree/chapters \
+		$(if $(filter 0,$(shell id -u)),--allow-root)
 
 bench: venv
 	$(BIN)/python benchmarks/train_step.py
