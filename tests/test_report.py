@@ -205,3 +205,56 @@ def test_glue_all_accepts_plain_values_only(monkeypatch):
     assert seen == {"n": 5, "s": "text", "f": 0.5} and type(seen["n"]) is int
     with pytest.raises(TypeError, match="expected str/int/float"):
         report.glue_all({"bad": [1, 2]})
+
+
+# ------------------------------------------------------------------ figures (llamanat_core.plotting)
+
+def test_rows_that_share_a_figure_have_distinct_colour_blind_safe_colours():
+    from llamanat_core import plotting
+
+    okabe_ito = set(plotting.PALETTE)
+    # The palette's two near pairs: blue / sky blue and orange / vermillion. Rows drawn
+    # together never take both colours of a pair (mha and llama used to be two blues).
+    near = [{plotting.BLUE, plotting.SKY}, {plotting.ORANGE, plotting.VERMILLION}]
+    for group in plotting.FIGURE_GROUPS:
+        colours = [plotting.variant_color(v) for v in group]
+        assert len(set(colours)) == len(colours), f"{group} share a colour: {colours}"
+        assert set(colours) <= okabe_ito, f"{group}: colours outside the Okabe-Ito palette"
+        for pair in near:
+            assert not pair <= set(colours), f"{group} take the near neighbours {pair}"
+    assert plotting.variant_color("llama") != plotting.variant_color("mha")
+
+
+def test_seed_points_draws_chance_and_joins_paired_seeds():
+    import matplotlib.pyplot as plt
+
+    from llamanat_core import plotting
+
+    plotting.use_book_style()
+    t = report.seed_table(frame({"a": [0.9, 0.3, 0.5], "b": [0.8, 0.25, 0.7]}))
+    fig, ax = plt.subplots()
+    plotting.seed_points(ax, t, chance=report.chance("recall", 4))
+    joins = [ln for ln in ax.lines if len(ln.get_xdata()) == 2 and ln.get_linestyle() == "-"]
+    assert len(joins) == 3  # one line per seed across the two rows
+    floors = [ln for ln in ax.lines if ln.get_linestyle() == ":"]
+    assert len(floors) == 1 and floors[0].get_ydata()[0] == pytest.approx(25.0)
+    assert any(txt.get_text() == "chance 1/4" for txt in ax.texts)
+    plt.close(fig)
+    fig, ax = plt.subplots()
+    plotting.seed_points(ax, t, paired=False)
+    assert not [ln for ln in ax.lines if ln.get_linestyle() == "-"] and not ax.texts
+    plt.close(fig)
+
+
+def test_seed_curves_put_the_legend_outside_the_axes():
+    import matplotlib.pyplot as plt
+
+    from llamanat_core import plotting
+
+    df = pd.concat([frame({"llama": [0.2, 0.3]}, step=300).assign(final=False),
+                    frame({"llama": [0.8, 0.9]}, step=600)])
+    fig, ax = plt.subplots()
+    plotting.seed_curves(ax, df, "variant", chance=report.chance("recall"))
+    legend = ax.get_legend()
+    assert legend is not None and legend.get_bbox_to_anchor().x0 >= ax.get_window_extent().x1 - 1
+    plt.close(fig)
