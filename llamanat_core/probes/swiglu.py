@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from ..config import REFERENCE, variant_config
 from ..kv import PUBLISHED
 from ..model import TinyLlama
+from ..util import torch_threads
 
 KINDS = ("relu", "gelu", "swiglu")
 
@@ -99,8 +100,9 @@ def reference_model(task: str, fresh: bool = False,
     """The trained seed-0 reference of a task, where it came from, and the inputs to probe.
 
     fresh=False: the committed weights (artifacts/weights). fresh=True: the weights the
-    chapter's own runs saved at `steps` if present, else the same run retrained here
-    (deterministic: one thread, seed 0). The inputs are the held-out test items
+    chapter's own runs saved at `steps`. Either way, if those weights are not there, the
+    same run is retrained here (deterministic: one thread, seed 0) and the returned
+    description says so. The inputs are the held-out test items
     as the model reads them in training (every position but the last).
     """
     from ..fast import compile_default
@@ -117,14 +119,11 @@ def reference_model(task: str, fresh: bool = False,
     if model is not None:
         where = "retrained here" if fresh else "committed"
         return model, f"the {where} seed-0 reference ({budget.steps:,} steps)", ids
-    if not fresh:
-        raise FileNotFoundError(f"no trained weights at {path}; run the study, or use fresh=True")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        model = fit(run.config, run.spec, 0, budget, compile=run.compile).model.eval()
-    finally:
-        torch.set_num_threads(threads)
+    # No weights at hand (fresh runs that did not keep them, or a study that keeps its
+    # weights at another budget): train the same run here, deterministically, rather than fail.
+    with torch_threads(1):
+        model = fit(run.config, run.spec, 0, budget,
+                    compile=run.compile if fresh else compile_default()).model.eval()
     return model, f"the seed-0 reference retrained here for {budget.steps:,} steps", ids
 
 
