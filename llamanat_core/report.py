@@ -340,7 +340,8 @@ def orderings_sentence(df: pd.DataFrame, column: str, rows, tasks=("addition", "
         s += "The two tasks give the same order"
         if undecided:
             return s + (f", but {undecided} of its {2 * len(pairs)} pairwise gaps (both tasks "
-                        "counted) are inside the seed spread or split by the seeds, so the "
+                        f"counted) {'is' if undecided == 1 else 'are'} inside the seed spread or "
+                        "split by the seeds, so the "
                         "order is not fully decided by this budget.")
         return s + ", and every pairwise gap behind it is decided on both tasks."
     if flat:

@@ -258,3 +258,10 @@ def test_seed_curves_put_the_legend_outside_the_axes():
     legend = ax.get_legend()
     assert legend is not None and legend.get_bbox_to_anchor().x0 >= ax.get_window_extent().x1 - 1
     plt.close(fig)
+
+
+def test_orderings_sentence_agrees_in_number():
+    df = pd.concat([frame({"a": [0.9, 0.8], "b": [0.1, 0.1]}, task="addition"),
+                    frame({"a": [0.9, 0.1], "b": [0.8, 0.05]}, task="recall")])
+    s = report.orderings_sentence(df, "variant", ["a", "b"])
+    assert "give the same order, but 1 of its 2 pairwise gaps (both tasks counted) is inside" in s
