@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 WORKERS ?= 2
 export PYTHONHASHSEED := 0
 
-.PHONY: venv study chapters book test test-fast lint bench clean
+.PHONY: venv study chapters book test test-fast lint bench clean lab
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -61,6 +61,21 @@ FAST_TIERS = not compile and not notebook and not browser and not pool and not s
 test-fast: venv
 	$(BIN)/ruff check llamanat_core tests benchmarks
 	LLAMANAT_COMPILE=0 $(BIN)/python -m pytest tests -q -m "$(FAST_TIERS)"
+
+# A reader's notebook: JupyterLab on chapters/ with the project's kernel (this venv's
+# python3). The MyST sources open as notebooks through jupytext's contents manager, and
+# the settings override makes a double-click open a .md file as a notebook, not as text.
+# LAB_FLAGS are also what tests/test_lab.py starts its server with.
+LAB_FLAGS = --ServerApp.root_dir=$(CURDIR) \
+	--ServerApp.contents_manager_class=jupytext.TextFileContentsManager
+LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.d
+
+lab: venv
+	mkdir -p $(LAB_OVERRIDES)
+	echo '{"@jupyterlab/docmanager-extension:plugin": {"defaultViewers": {"markdown": "Jupytext Notebook"}}}' \
+		> $(LAB_OVERRIDES)/llamanat-jupytext.json
+	$(BIN)/jupyter lab $(LAB_FLAGS) --ServerApp.default_url=/lab/tree/chapters \
+		$(if $(filter 0,$(shell id -u)),--allow-root)
 
 bench: venv
 	$(BIN)/python benchmarks/train_step.py

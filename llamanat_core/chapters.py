@@ -1,7 +1,9 @@
-"""Execute the chapter notebooks with papermill into reproducible artifacts (SPEC §2, §8).
+"""Execute the chapter notebooks with papermill into reproducible artifacts.
 
-``chapters/NAME.ipynb`` (committed without outputs, one cell tagged ``parameters``) is
-executed into ``artifacts/NAME.ipynb``. The kernel's working directory is the output
+``chapters/NAME.md`` is a MyST Markdown notebook (jupytext's ``myst`` format: text that
+diffs and reviews like code, no outputs, one cell tagged ``parameters``). It is read
+with jupytext and executed with papermill into ``artifacts/NAME.ipynb``, the notebook
+the book publishes and nbval re-checks. The kernel's working directory is the output
 folder, the same place nbval later runs the artifact from, so a chapter behaves the
 same under both; chapters locate data through the package, never through the cwd.
 
@@ -12,18 +14,20 @@ interpreter version. It is written atomically (temporary file, then ``os.replace
 from __future__ import annotations
 
 import ast
+import hashlib
 import os
 import sys
-import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
+
+from .util import atomic_write_text
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS_DIR = ROOT / "chapters"
 ARTIFACTS_DIR = ROOT / "artifacts"
 
-# SPEC §8 order; the book's table of contents follows it.
+# The chapter order of the book; `_toc.yml` lists the same chapters in the same order.
 CHAPTERS = ("model", "norm", "rope", "swiglu", "gqa", "sweep", "alphabet", "kv_cache")
 
 # Papermill bookkeeping that survives sanitising: what the chapter was run with.
@@ -57,23 +61,51 @@ def check_names(names) -> tuple[str, ...]:
     return tuple(seen)
 
 
+SOURCE_SUFFIX = ".md"  # MyST Markdown notebooks, read and written by jupytext
+
+
 def source_path(name: str, chapters_dir: Path | str = CHAPTERS_DIR) -> Path:
-    path = Path(chapters_dir) / f"{name}.ipynb"
+    path = Path(chapters_dir) / f"{name}{SOURCE_SUFFIX}"
     if not path.exists():
         raise FileNotFoundError(f"chapter {name!r} has no source notebook at {path}")
     return path
 
 
+def read_source(path: Path | str):
+    """A chapter source as an nbformat NotebookNode (what papermill executes).
+
+    The MyST format stores no cell ids, and jupytext invents random ones; each cell gets
+    an id from a hash of its type and text instead, so the same source gives the same
+    ids every time and an edited cell does not renumber the others."""
+    import jupytext
+
+    nb = jupytext.read(str(path))
+    # What papermill's own reader adds to a notebook file, and expects on a NotebookNode.
+    nb.metadata.setdefault("papermill", {"default_parameters": {}, "parameters": {},
+                                         "environment_variables": {}})
+    used: set[str] = set()
+    for cell in nb.cells:
+        cell.metadata.setdefault("tags", [])
+        cell.metadata.setdefault("papermill", {})
+        digest = hashlib.sha1(f"{cell.cell_type}\0{cell.source}".encode()).hexdigest()
+        cid, k = digest[:10], 1
+        while cid in used:
+            k += 1
+            cid = f"{digest[:10]}-{k}"
+        cell["id"] = cid
+        used.add(cid)
+    return nb
+
+
 def declared_parameters(path: Path | str) -> dict[str, dict]:
     """The parameters a chapter declares in its `parameters`-tagged cell (papermill's view)."""
-    import nbformat
-    import papermill as pm
+    from papermill.inspection import _infer_parameters  # inspect_notebook reads .ipynb only
 
-    nb = nbformat.read(str(path), as_version=4)
+    nb = read_source(path)
     if not any("parameters" in c.get("metadata", {}).get("tags", []) for c in nb.cells):
         raise ValueError(f"{path} has no cell tagged 'parameters'; every chapter must declare "
                          "its parameters (seeds, steps, fresh, ...) in one")
-    return pm.inspect_notebook(str(path))
+    return {p.name: p._asdict() for p in _infer_parameters(nb)}
 
 
 def check_parameters(name: str, parameters: dict | None, path: Path | str) -> dict:
@@ -105,6 +137,94 @@ def parse_assignments(pairs) -> dict:
     return out
 
 
+class ChapterParameterError(ValueError):
+    """A chapter parameter of the wrong type or out of range; the message says how to pass it."""
+
+
+_HOW = {
+    "seeds": 'papermill: -y "seeds: [0, 1]"; llamanat chapters: --seeds 0,1',
+    "steps": "papermill: -p steps 100; llamanat chapters: --steps 100",
+    "fresh": "papermill: -p fresh True; llamanat chapters: --fresh",
+}
+
+
+def _is_int(x) -> bool:
+    import numbers
+
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+
+
+def _reject(name: str, problem: str) -> ChapterParameterError:
+    return ChapterParameterError(f"chapter parameter {name!r}: {problem}. Pass it as {_HOW[name]}")
+
+
+def _default_seeds() -> tuple[int, ...]:
+    """The seeds of the committed study: `chapter_results`' own default."""
+    import inspect
+
+    from .study import chapter_results
+
+    return tuple(int(s) for s in inspect.signature(chapter_results).parameters["seeds"].default)
+
+
+def _redirect_fresh_dir() -> None:
+    """Send this kernel's fresh=True runs to the folder named by the runner (tests use a
+    temporary folder), if it named one."""
+    where = os.environ.get(FRESH_DIR_ENV)
+    if where:
+        from . import study
+
+        study.FRESH_DIR = Path(where)
+
+
+def check_chapter_parameters(seeds=None, steps=None, fresh=False) -> tuple[tuple[int, ...], int | None, bool]:
+    """Validate a chapter's parameters (the cell after its `parameters` cell calls this).
+
+    seeds: None (every seed of the committed study) or a non-empty list of distinct
+    integers >= 0. steps: None (the committed budget) or an integer >= 1; another budget
+    than the committed one needs fresh=True (the committed study is read as trained).
+    fresh: a bool. Returns (seeds as a tuple, steps, fresh). A wrong value fails here,
+    with a message naming the parameter and the syntax that passes it, instead of deep
+    inside a cell: papermill's `-p seeds "[0,1]"` hands the chapter a string.
+    """
+    if not isinstance(fresh, bool):
+        raise _reject("fresh", f"expected True or False, got {fresh!r} ({type(fresh).__name__})")
+    if seeds is None:
+        seeds = _default_seeds()
+    elif isinstance(seeds, str):
+        raise _reject("seeds", f"expected a list of integers, got the string {seeds!r} "
+                               "(papermill's -p passes text; -y passes YAML)")
+    elif _is_int(seeds):
+        seeds = (seeds,)
+    try:
+        seeds = tuple(seeds)
+    except TypeError:
+        raise _reject("seeds", f"expected a list of integers, got {seeds!r}") from None
+    if not seeds:
+        raise _reject("seeds", "expected at least one seed, got an empty list")
+    bad = [s for s in seeds if not _is_int(s) or s < 0]
+    if bad:
+        raise _reject("seeds", f"expected integers >= 0, got {bad!r} in {list(seeds)!r}")
+    dupes = sorted({int(s) for s in seeds if seeds.count(s) > 1})
+    if dupes:
+        raise _reject("seeds", f"seed(s) {dupes} given more than once; each seed is one run")
+    seeds = tuple(int(s) for s in seeds)
+    if steps is not None:
+        if not _is_int(steps):
+            raise _reject("steps", f"expected a whole number of training steps, got {steps!r} "
+                                   f"({type(steps).__name__})")
+        if steps < 1:
+            raise _reject("steps", f"expected at least 1 training step, got {steps}")
+        steps = int(steps)
+        from .train import Budget
+
+        if not fresh and steps != Budget().steps:
+            raise _reject("steps", f"steps={steps} trains new runs, so it needs fresh=True "
+                                   "(without it the chapter reads the committed study)")
+    _redirect_fresh_dir()
+    return seeds, steps, fresh
+
+
 def sanitize(nb, input_label: str):
     """Strip everything that changes between two executions of the same notebook."""
     meta = nb.metadata
@@ -114,7 +234,7 @@ def sanitize(nb, input_label: str):
     if "language_info" in meta:
         meta["language_info"] = {k: v for k, v in meta["language_info"].items()
                                  if k in _KEEP_LANGUAGE_INFO}
-    for key in ("widgets", "toc-autonumbering", "varInspector"):
+    for key in ("widgets", "toc-autonumbering", "varInspector", "jupytext"):
         meta.pop(key, None)
     used: set[str] = set()
     for i, cell in enumerate(nb.cells):
@@ -130,27 +250,18 @@ def sanitize(nb, input_label: str):
     return nb
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; an artifact is an ordinary file
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+FRESH_DIR_ENV = "LLAMANAT_FRESH_DIR"  # where a chapter's fresh=True runs go (tests: a tmp dir)
 
 
 @contextmanager
-def _kernel_environment():
-    """The kernel inherits this environment: fixed hash seed, no interactive backends."""
-    saved = {k: os.environ.get(k) for k in ("PYTHONHASHSEED", "MPLBACKEND")}
+def _kernel_environment(fresh_dir: Path | str | None = None):
+    """The kernel inherits this environment: fixed hash seed, no interactive backends,
+    and (if given) the folder for the chapter's own fresh=True runs."""
+    saved = {k: os.environ.get(k) for k in ("PYTHONHASHSEED", "MPLBACKEND", FRESH_DIR_ENV)}
     os.environ["PYTHONHASHSEED"] = "0"
     os.environ.pop("MPLBACKEND", None)  # the kernel picks its inline backend itself
+    if fresh_dir is not None:
+        os.environ[FRESH_DIR_ENV] = str(Path(fresh_dir).resolve())
     try:
         yield
     finally:
@@ -162,8 +273,12 @@ def _kernel_environment():
 
 
 def execute_chapter(name: str, parameters: dict | None = None, out_dir: Path | str = ARTIFACTS_DIR,
-                    kernel: str = "python3", chapters_dir: Path | str = CHAPTERS_DIR) -> Path:
-    """Execute one chapter into out_dir/NAME.ipynb (sanitised, atomic); return its path."""
+                    kernel: str = "python3", chapters_dir: Path | str = CHAPTERS_DIR,
+                    fresh_dir: Path | str | None = None) -> Path:
+    """Execute one chapter into out_dir/NAME.ipynb (sanitised, atomic); return its path.
+
+    `fresh_dir`: where the chapter's fresh=True runs are trained and cached (default: the
+    study's own folder for a reader's re-runs)."""
     import nbformat
     import papermill as pm
 
@@ -172,9 +287,9 @@ def execute_chapter(name: str, parameters: dict | None = None, out_dir: Path | s
     parameters = check_parameters(name, parameters, src)
     out_dir = Path(out_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
-    with _kernel_environment():
+    with _kernel_environment(fresh_dir):
         try:
-            nb = pm.execute_notebook(str(src), None, parameters=parameters or None,
+            nb = pm.execute_notebook(read_source(src), None, parameters=parameters or None,
                                      kernel_name=kernel, progress_bar=False, log_output=False,
                                      cwd=str(out_dir), extra_arguments=_KERNEL_ARGUMENTS)
         except pm.PapermillExecutionError as exc:
@@ -182,15 +297,15 @@ def execute_chapter(name: str, parameters: dict | None = None, out_dir: Path | s
             raise ChapterError(
                 f"chapter {name!r} failed in cell {exc.cell_index}"
                 f"{f' ({first[0][:60]!r})' if first else ''}: {exc.ename}: {exc.evalue}") from exc
-    nb = sanitize(nb, f"chapters/{name}.ipynb")
+    nb = sanitize(nb, f"chapters/{name}{SOURCE_SUFFIX}")
     out = out_dir / f"{name}.ipynb"
-    _atomic_write(out, nbformat.writes(nb) + "\n")
+    atomic_write_text(out, nbformat.writes(nb) + "\n")
     return out
 
 
 def run_chapters(names=None, parameters: dict | None = None, out_dir: Path | str = "artifacts",
                  kernel: str = "python3", chapters_dir: Path | str = CHAPTERS_DIR,
-                 stream=None) -> list[Path]:
+                 stream=None, fresh_dir: Path | str | None = None) -> list[Path]:
     """Execute chapters (all, in book order, when `names` is None) with papermill.
 
     `parameters` go to every named chapter and must be declared by each of them; they
@@ -211,7 +326,7 @@ def run_chapters(names=None, parameters: dict | None = None, out_dir: Path | str
         t0 = time.perf_counter()
         print(f"[{i}/{len(names)}] {n:<9}", end="", file=stream, flush=True)
         try:
-            path = execute_chapter(n, parameters, out_dir, kernel, chapters_dir)
+            path = execute_chapter(n, parameters, out_dir, kernel, chapters_dir, fresh_dir)
         except BaseException:
             print(f" failed after {time.perf_counter() - t0:.1f} s", file=stream, flush=True)
             raise
@@ -223,5 +338,6 @@ def run_chapters(names=None, parameters: dict | None = None, out_dir: Path | str
     return written
 
 
-__all__ = ["CHAPTERS", "ChapterError", "run_chapters", "execute_chapter", "check_names",
+__all__ = ["CHAPTERS", "ChapterError", "ChapterParameterError", "check_chapter_parameters",
+           "read_source", "run_chapters", "execute_chapter", "check_names",
            "check_parameters", "declared_parameters", "parse_assignments", "sanitize"]

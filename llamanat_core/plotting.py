@@ -1,4 +1,4 @@
-"""One look for every figure of the book, rendered as deterministic inline PNGs.
+"""Every figure of the book: one look, the shared figure functions, deterministic PNGs.
 
 Every chapter starts with ``use_book_style()`` and ends each figure with ``show(fig)``.
 The same figure drawn twice gives byte-identical PNG bytes: Agg rendering, a fixed
@@ -6,7 +6,14 @@ dpi, a fixed SVG hash salt, and no "Software"/date metadata in the file, so an
 executed notebook does not change when it is executed again.
 
 Colours are fixed per variant (``VARIANT_COLORS``) and per task (``TASK_COLORS``), so
-``llama`` is the same colour in every chapter.
+``llama`` is the same colour in every chapter. They come from the Okabe-Ito palette,
+which stays distinguishable under the common colour-vision deficiencies; rows that share
+a figure get colours far apart (never two blues side by side).
+
+The figure functions (`seed_points`, `seed_curves`, `summary_figure`) take seed tables
+and tidy frames from `llamanat_core.report`; every accuracy figure draws its chance
+floor (`chance_line`), and seeds shared by several rows are joined by thin lines, so a
+reader sees which seed moved which way.
 """
 from __future__ import annotations
 
@@ -14,6 +21,7 @@ import sys
 import warnings
 
 import matplotlib
+import numpy as np
 
 DPI = 110  # pixels per inch of every PNG in the book
 FIGSIZE = (7.0, 3.6)  # inches: a full-width figure at the book's text width
@@ -24,17 +32,28 @@ PRINT_KWARGS = {"bbox_inches": "tight", "metadata": PNG_METADATA}
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
 NEUTRAL = "#7f7f7f"
 
+BLUE, ORANGE, SKY, GREEN, VERMILLION, PURPLE, BLACK = (
+    "#0072B2", "#E69F00", "#56B4E9", "#009E73", "#D55E00", "#CC79A7", "#000000")
+
+# The rows a chapter draws together get colours far apart: norm (llama, layernorm,
+# postnorm), RoPE (llama, abs_pos), SwiGLU (llama, gelu_mlp), GQA (llama, mha, mqa),
+# the answer alphabet (llama, untied). Across chapters a variant keeps its colour.
 VARIANT_COLORS = {
-    "llama": "#0072B2",
-    "layernorm": "#E69F00",
-    "postnorm": "#D55E00",
-    "abs_pos": "#CC79A7",
-    "gelu_mlp": "#009E73",
-    "mha": "#56B4E9",
-    "mqa": "#8C6D31",
-    "untied": "#000000",
+    "llama": BLUE,
+    "layernorm": ORANGE,
+    "postnorm": PURPLE,
+    "abs_pos": VERMILLION,
+    "gelu_mlp": GREEN,
+    "mha": ORANGE,
+    "mqa": BLACK,
+    "untied": VERMILLION,
+    "bias": GREEN,
 }
-TASK_COLORS = {"addition": "#0072B2", "recall": "#D55E00"}
+# Groups of variants that share a figure (tested: no two of a group share a colour).
+FIGURE_GROUPS = (("llama", "layernorm", "postnorm"), ("llama", "abs_pos"), ("llama", "gelu_mlp"),
+                 ("llama", "mha", "mqa"), ("llama", "untied"), ("llama", "bias"))
+TASK_COLORS = {"addition": BLUE, "recall": VERMILLION}
+CHANCE_COLOR = "#555555"
 
 STYLE = {
     "figure.figsize": FIGSIZE,
@@ -113,5 +132,112 @@ def show(fig) -> None:
     plt.close(fig)
 
 
+def _label(index) -> str:
+    return " / ".join(str(i) for i in index) if isinstance(index, tuple) else str(index)
+
+
+def chance_line(ax, chance: float, percent: bool = True, label: bool = True):
+    """The chance floor of an accuracy axis: a dotted line, labelled 'chance 1/4' at the
+    right edge (inside the axes, above the line)."""
+    from .report import chance_label
+
+    y = 100 * chance if percent else chance
+    ax.axhline(y, color=CHANCE_COLOR, lw=0.9, ls=":", zorder=1)
+    if label:
+        ax.annotate(f"chance {chance_label(chance)}", xy=(1.0, y), xycoords=("axes fraction", "data"),
+                    xytext=(-2, 2), textcoords="offset points", ha="right", va="bottom",
+                    fontsize=7.5, color=CHANCE_COLOR)
+    return ax
+
+
+def seed_points(ax, table, percent: bool = True, color=BLUE, label_rotation=0,
+                offset: float = 0.0, label: str | None = None, paired: bool = True,
+                chance: float | None = None):
+    """Each seed as a point, the mean as a bar, one x position per row of a seed_table.
+
+    paired=True joins one seed's points across the rows with a thin line (the rows of a
+    table share seeds: same data, same initial weights), so a reader sees each seed's
+    own direction. `chance` draws the chance floor."""
+    scale = 100 if percent else 1
+    seed_cols = [c for c in table.columns if c.startswith("seed ")]
+    x = np.arange(len(table)) + offset
+    jitter = np.linspace(-0.12, 0.12, len(seed_cols)) if len(seed_cols) > 1 else np.zeros(1)
+    vals = table[seed_cols].to_numpy(dtype=float) * scale  # (rows, seeds)
+    if paired and len(table) > 1:
+        for k in range(len(seed_cols)):
+            ax.plot(x + jitter[k], vals[:, k], color=color, lw=0.7, alpha=0.35, zorder=2)
+    for i in range(len(table)):
+        ax.scatter(x[i] + jitter, vals[i], s=18, color=color, alpha=0.8, zorder=3,
+                   label=label if i == 0 else None)
+        ax.hlines(table["mean"].iloc[i] * scale, x[i] - 0.22, x[i] + 0.22, color=color, lw=2.2, zorder=4)
+    ax.set_xticks(np.arange(len(table)))
+    ax.set_xticklabels([_label(i) for i in table.index], rotation=label_rotation)
+    if percent:
+        ax.set_ylabel("accuracy (%)")
+        ax.set_ylim(-3, 103)
+    if chance is not None:
+        chance_line(ax, chance, percent)
+    return ax
+
+
+def legend_outside(ax, **kwargs):
+    """A legend to the right of the axes, where it covers no data."""
+    return ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, **kwargs)
+
+
+def seed_curves(ax, df, by: str, value: str = "test_acc", order=None,
+                percent: bool = True, x: str = "step", colors: dict | None = None,
+                chance: float | None = None, legend: bool = True):
+    """A metric against training step: one thin line per seed, a thick line for the mean.
+
+    `x` names another column to plot against (e.g. a depth or a length); `colors` maps a
+    group to its colour (default: the variant's colour, else the style's cycle, in
+    `order`); `chance` draws the chance floor; the legend sits outside the axes."""
+    from .report import METRIC_NAMES
+
+    scale = 100 if percent else 1
+    groups = order or list(dict.fromkeys(df[by]))
+    for i, g in enumerate(groups):
+        d = df[df[by] == g]
+        color = (colors or {}).get(g) or VARIANT_COLORS.get(g) or PALETTE[i % len(PALETTE)]
+        for _, s in d.groupby("seed"):
+            s = s.sort_values(x)
+            ax.plot(s[x], s[value] * scale, color=color, lw=0.8, alpha=0.45)
+        m = d.groupby(x)[value].mean() * scale
+        ax.plot(m.index, m.values, color=color, lw=2.2, marker="o", ms=4, label=str(g))
+    ax.set_xlabel("training step" if x == "step" else x)
+    ax.set_ylabel(METRIC_NAMES.get(value, value) + (" (%)" if percent else ""))
+    if chance is not None:
+        chance_line(ax, chance, percent)
+    if legend:
+        legend_outside(ax, fontsize=8)
+    return ax
+
+
+def summary_figure(df):
+    """The intro's one-screen summary: accuracy at the last checkpoint per variant and task,
+    every seed a point, the chance floor and the reference's mean drawn. (The chapters
+    join paired seeds; here each control pairs with `llama`, not with its neighbour.)"""
+    import matplotlib.pyplot as plt
+
+    from .config import MATRIX_VARIANTS
+    from .report import chance, seed_table
+
+    use_book_style()
+    d = df[df.measurement == "matrix"]
+    present = set(d.variant)
+    variants = [v for v in MATRIX_VARIANTS if v in present] + sorted(present - set(MATRIX_VARIANTS))
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
+    for ax, task in zip(axes, ("addition", "recall")):
+        t = seed_table(d[d.task == task], "variant", "test_acc", order=variants)
+        # seven rows side by side: joining neighbours would pair rows that are not compared
+        seed_points(ax, t, color=TASK_COLORS[task], label_rotation=30, chance=chance(task), paired=False)
+        ax.set_title(f"{task}: test accuracy at the last checkpoint")
+        ax.axhline(100 * t.loc["llama", "mean"], color="0.6", lw=0.8, ls="--")
+    fig.tight_layout()
+    return fig
+
+
 __all__ = ["DPI", "FIGSIZE", "PALETTE", "VARIANT_COLORS", "TASK_COLORS", "use_book_style",
-           "variant_color", "png_bytes", "show"]
+           "variant_color", "png_bytes", "show", "chance_line", "seed_points", "seed_curves",
+           "legend_outside", "summary_figure"]

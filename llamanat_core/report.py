@@ -1,12 +1,16 @@
-"""Shared tables, comparisons, generated sentences and figures for every chapter.
+"""Shared tables, comparisons and generated sentences for every chapter.
 
 Chapters hold narrative; everything they compute from the study goes through here, so
-a table, a ranking sentence or a seed plot means the same thing on every page.
+a table or a ranking sentence means the same thing on every page. Figures are drawn by
+`llamanat_core.plotting`.
 
-Conventions (SPEC §7): mean and *population* standard deviation over seeds, every seed's
-value shown, paired seed-by-seed differences where rows share initialisation and data.
-A gap is called decided only when every seed moves the same way AND the mean gap is
-larger than either row's seed spread; otherwise the sentence says it is inside the spread.
+Conventions: mean and *population* standard deviation over seeds, every seed's value
+shown, paired seed-by-seed differences where rows share initialisation and data. A gap
+is called decided only when every seed moves the same way AND the mean gap is larger
+than the larger of the two rows' standard deviations (`Comparison.max_seed_std`);
+otherwise the sentence says it is inside the seed spread. Accuracy tables state the
+chance floor (`chance`): the accuracy of a model that has learnt the answer's format
+but not the task.
 """
 from __future__ import annotations
 
@@ -23,6 +27,61 @@ METRIC_NAMES = {
     "val_loss": "validation loss",
     "final_loss": "final training loss",
 }
+
+
+# ---------------------------------------------------------------- formatters
+# One name per format, used by every table and sentence below.
+
+def _percent(x: float) -> str:
+    """0.715 -> '71.5%'"""
+    return f"{100 * x:.1f}%"
+
+
+def _points(x: float) -> str:
+    """A gap in accuracy: 0.05 -> '5.0 points'"""
+    return f"{100 * x:.1f} points"
+
+
+def _signed_points(x: float) -> str:
+    """A paired difference in accuracy points: 0.05 -> '+5.0'"""
+    return f"{100 * x:+.1f}"
+
+
+def _plain(x: float) -> str:
+    return f"{x:.3f}"
+
+
+def _signed_plain(x: float) -> str:
+    return f"{x:+.3f}"
+
+
+# ---------------------------------------------------------------- chance floors
+
+ADDITION_CHANCE = 1 / 1000  # the answer is one sum among about a thousand a guess could give
+
+
+def chance(task: str, pairs: int = 4) -> float:
+    """Accuracy of a model that has learnt the answer's format but not the task.
+
+    Recall: the values of an item are distinct, so a model that answers with one of the
+    item's `pairs` values, without knowing which, is right 1/pairs of the time (not
+    1/16: the item itself narrows the 16 symbols to its own values). Addition: the
+    answer is one sum among about a thousand, ≈ 1/1,000."""
+    if task == "recall":
+        if not isinstance(pairs, int | np.integer) or pairs < 1:
+            raise ValueError(f"recall chance needs a positive number of pairs, got {pairs!r}")
+        return 1 / int(pairs)
+    if task == "addition":
+        return ADDITION_CHANCE
+    raise ValueError(f"unknown task {task!r}; chance is defined for 'addition' and 'recall'")
+
+
+def chance_label(x: float) -> str:
+    """A chance floor as a fraction for prose and legends: 0.25 -> '1/4', 0.001 -> '1/1,000'."""
+    n = round(1 / x)
+    if not math.isclose(1 / n, x, rel_tol=1e-9):
+        raise ValueError(f"{x!r} is not one chance in a whole number")
+    return f"1/{n:,}"
 
 
 def final(df: pd.DataFrame) -> pd.DataFrame:
@@ -61,18 +120,44 @@ def seed_table(df: pd.DataFrame, by="variant", value: str = "test_acc", step: in
     return table
 
 
-def display_table(table: pd.DataFrame, digits: int = 3, percent: bool = False) -> pd.DataFrame:
-    """Strings for the page: 'mean ± std' then every seed, fixed digits."""
+def display_table(table: pd.DataFrame, digits: int = 3, percent: bool = False,
+                  chance=None) -> pd.DataFrame:
+    """Strings for the page: 'mean ± std' then every seed, fixed digits.
+
+    `chance`: the chance floor of an accuracy table, as one number for every row, a dict
+    from the first index level to a number (one floor per task), or one number per row;
+    it becomes a column 'chance' (a percentage and a fraction, e.g. '25.0% (1/4)')."""
     def fmt(x):
         if x is None or (isinstance(x, float) and math.isnan(x)):
             return "–"
-        return f"{100 * x:.1f}%" if percent else f"{x:.{digits}f}"
+        return _percent(x) if percent else f"{x:.{digits}f}"
     out = pd.DataFrame(index=table.index)
     out["mean ± std"] = [f"{fmt(m)} ± {fmt(s)}" for m, s in zip(table["mean"], table["std"])]
     for c in table.columns:
         if c.startswith("seed "):
             out[c] = [fmt(v) for v in table[c]]
+    if chance is not None:
+        if isinstance(chance, dict):
+            firsts = [i[0] if isinstance(i, tuple) else i for i in table.index]
+            floors = [chance[k] for k in firsts]
+        elif np.ndim(chance) == 0:
+            floors = [float(chance)] * len(table)
+        else:
+            floors = [float(c) for c in chance]
+            if len(floors) != len(table):
+                raise ValueError(f"{len(floors)} chance floors for {len(table)} rows")
+        out["chance"] = [f"{fmt(c)} ({chance_label(c)})" for c in floors]
     out.index.names = table.index.names
+    return out
+
+
+def thousands(table: pd.DataFrame) -> pd.DataFrame:
+    """Integers of a table written with thousands separators (102528 -> '102,528'), for
+    tables shown beside formatted prose; other columns are left alone."""
+    out = table.copy()
+    for c in out.columns:
+        if pd.api.types.is_integer_dtype(out[c]) and not pd.api.types.is_bool_dtype(out[c]):
+            out[c] = [f"{int(v):,}" for v in out[c]]
     return out
 
 
@@ -102,7 +187,9 @@ class Comparison:
         return sum(d < 0 for d in self.diffs)
 
     @property
-    def spread(self) -> float:
+    def max_seed_std(self) -> float:
+        """The larger of the two rows' population standard deviations over seeds: the
+        seed spread a decided gap must exceed."""
         return max(self.std_a, self.std_b)
 
     @property
@@ -112,14 +199,14 @@ class Comparison:
 
     @property
     def decided(self) -> bool:
-        return self.consistent and abs(self.gap) > self.spread
+        return self.consistent and abs(self.gap) > self.max_seed_std
 
     def sentence(self, percent: bool = True, label_a: str | None = None,
                  label_b: str | None = None) -> str:
         """A sentence generated from the numbers: flips when the data flip."""
         a, b = label_a or self.a, label_b or self.b
-        f = (lambda x: f"{100 * x:.1f} points") if percent else (lambda x: f"{x:.3f}")
-        g = (lambda x: f"{100 * x:.1f}%") if percent else (lambda x: f"{x:.3f}")
+        f = _points if percent else _plain
+        g = _percent if percent else _plain
         what = METRIC_NAMES.get(self.metric, self.metric)
         n = len(self.diffs)
         if self.gap == 0 and self.wins == self.losses:
@@ -131,8 +218,8 @@ class Comparison:
              f"ahead on {ahead} of {n} paired seeds")
         if self.decided:
             return s + "; every seed agrees and the gap exceeds the seed spread."
-        if abs(self.gap) <= self.spread:
-            return s + (f"; the gap is inside the seed spread (std up to {f(self.spread)}), "
+        if abs(self.gap) <= self.max_seed_std:
+            return s + (f"; the gap is inside the seed spread (std up to {f(self.max_seed_std)}), "
                         "so this budget does not separate them.")
         return s + "; the seeds disagree on the direction, so the gap is not decided."
 
@@ -156,13 +243,13 @@ def compare(df: pd.DataFrame, column: str, a, b, value: str = "test_acc",
 
 def paired_table(comparisons: list[Comparison], percent: bool = True) -> pd.DataFrame:
     """One row per comparison: each seed's difference, the mean gap, and the verdict."""
-    f = (lambda x: f"{100 * x:+.1f}") if percent else (lambda x: f"{x:+.3f}")
+    f = _signed_points if percent else _signed_plain
     rows = []
     for c in comparisons:
         row = {"comparison": f"{c.a} − {c.b}", "mean gap": f(c.gap)}
         row.update({f"seed {s}": f(d) for s, d in zip(c.seeds, c.diffs)})
         row["verdict"] = ("decided" if c.decided else
-                          "inside seed spread" if abs(c.gap) <= c.spread else "seeds disagree")
+                          "inside seed spread" if abs(c.gap) <= c.max_seed_std else "seeds disagree")
         rows.append(row)
     return pd.DataFrame(rows).set_index("comparison")
 
@@ -171,7 +258,7 @@ def rank_sentence(table: pd.DataFrame, what: str = "test accuracy", percent: boo
                   higher_is_better: bool = True) -> str:
     """'Ranked by mean test accuracy: a (x), b (y), ...' from a seed_table."""
     t = table.sort_values("mean", ascending=not higher_is_better)
-    g = (lambda x: f"{100 * x:.1f}%") if percent else (lambda x: f"{x:.3f}")
+    g = _percent if percent else _plain
     parts = [f"{_label(i)} ({g(m)})" for i, m in zip(t.index, t["mean"])]
     return f"Ranked by mean {what}: " + ", ".join(parts) + "."
 
@@ -196,77 +283,13 @@ def glue_all(values: dict) -> None:
         glue(name, value, display=False)
 
 
-# ---------------------------------------------------------------- figures
-
-def seed_points(ax, table: pd.DataFrame, percent: bool = True, color="C0", label_rotation=0,
-                offset: float = 0.0, label: str | None = None):
-    """Each seed as a point, the mean as a bar tick, one x position per row of a seed_table."""
-    scale = 100 if percent else 1
-    seed_cols = [c for c in table.columns if c.startswith("seed ")]
-    x = np.arange(len(table)) + offset
-    for i, (_, row) in enumerate(table.iterrows()):
-        vals = row[seed_cols].to_numpy(dtype=float) * scale
-        jitter = np.linspace(-0.12, 0.12, len(vals))
-        ax.scatter(x[i] + jitter, vals, s=18, color=color, alpha=0.75, zorder=3,
-                   label=label if i == 0 else None)
-        ax.hlines(row["mean"] * scale, x[i] - 0.22, x[i] + 0.22, color=color, lw=2.2, zorder=4)
-    ax.set_xticks(np.arange(len(table)))
-    ax.set_xticklabels([_label(i) for i in table.index], rotation=label_rotation)
-    if percent:
-        ax.set_ylabel("accuracy (%)")
-        ax.set_ylim(-3, 103)
-    return ax
-
-
-def seed_curves(ax, df: pd.DataFrame, by: str, value: str = "test_acc", order=None,
-                percent: bool = True, x: str = "step", colors: dict | None = None):
-    """Accuracy against training step: one thin line per seed, a thick line for the mean.
-
-    `x` names another column to plot against (e.g. a depth or a length); `colors` maps a
-    group to its colour (default: the style's cycle, in `order`)."""
-    scale = 100 if percent else 1
-    groups = order or list(dict.fromkeys(df[by]))
-    for i, g in enumerate(groups):
-        d = df[df[by] == g]
-        color = (colors or {}).get(g, f"C{i}")
-        for _, s in d.groupby("seed"):
-            s = s.sort_values(x)
-            ax.plot(s[x], s[value] * scale, color=color, lw=0.8, alpha=0.45)
-        m = d.groupby(x)[value].mean() * scale
-        ax.plot(m.index, m.values, color=color, lw=2.2, marker="o", ms=4, label=str(g))
-    ax.set_xlabel("training step" if x == "step" else x)
-    ax.set_ylabel(("" if not percent else "") + METRIC_NAMES.get(value, value) + (" (%)" if percent else ""))
-    ax.legend(frameon=False, fontsize=8)
-    return ax
-
-
-def summary_figure(df: pd.DataFrame):
-    """The intro's one-screen summary: accuracy at the last checkpoint per variant and task,
-    every seed a point."""
-    import matplotlib.pyplot as plt
-
-    from .config import MATRIX_VARIANTS
-    from .plotting import TASK_COLORS, use_book_style
-
-    use_book_style()
-    d = df[df.measurement == "matrix"]
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
-    for ax, task in zip(axes, ("addition", "recall")):
-        t = seed_table(d[d.task == task], "variant", "test_acc", order=MATRIX_VARIANTS)
-        seed_points(ax, t, color=TASK_COLORS[task], label_rotation=30)
-        ax.set_title(f"{task}: test accuracy at the last checkpoint")
-        ax.axhline(100 * t.loc["llama", "mean"], color="0.6", lw=0.8, ls="--")
-    fig.tight_layout()
-    return fig
-
-
 # ---------------------------------------------------------------- orderings across tasks
 # Added for the GQA chapter (and any chapter that reads three rows on both tasks):
 # whether two tasks order the same rows the same way, generated from the data.
 
 def mean_order(table: pd.DataFrame, percent: bool = True, labels: dict | None = None) -> str:
     """'a (x) > b (y) = c (z)' from a seed_table: rows by mean, highest first."""
-    g = (lambda x: f"{100 * x:.1f}%") if percent else (lambda x: f"{x:.3f}")
+    g = _percent if percent else _plain
     t = table.sort_values("mean", ascending=False, kind="stable")
     out, prev = "", None
     for i, m in zip(t.index, t["mean"]):
@@ -317,7 +340,8 @@ def orderings_sentence(df: pd.DataFrame, column: str, rows, tasks=("addition", "
         s += "The two tasks give the same order"
         if undecided:
             return s + (f", but {undecided} of its {2 * len(pairs)} pairwise gaps (both tasks "
-                        "counted) are inside the seed spread or split by the seeds, so the "
+                        f"counted) {'is' if undecided == 1 else 'are'} inside the seed spread or "
+                        "split by the seeds, so the "
                         "order is not fully decided by this budget.")
         return s + ", and every pairwise gap behind it is decided on both tasks."
     if flat:
@@ -372,7 +396,7 @@ def verdict_sentence(comparisons: list[Comparison], what: str | None = None,
     """
     if not comparisons:
         raise ValueError("verdict_sentence needs at least one comparison")
-    f = (lambda x: f"{100 * abs(x):.1f} points") if percent else (lambda x: f"{abs(x):.3f}")
+    f = (lambda x: _points(abs(x))) if percent else (lambda x: _plain(abs(x)))
     what = what or METRIC_NAMES.get(comparisons[0].metric, comparisons[0].metric)
     decided = [c for c in comparisons if c.decided]
     rest = [c for c in comparisons if not c.decided]
@@ -387,7 +411,7 @@ def verdict_sentence(comparisons: list[Comparison], what: str | None = None,
     if rest:
         parts = [f"{c.a} against {c.b} ("
                  + ("identical on every seed" if not any(c.diffs) else
-                    "inside the seed spread" if abs(c.gap) <= c.spread else "the seeds disagree")
+                    "inside the seed spread" if abs(c.gap) <= c.max_seed_std else "the seeds disagree")
                  + ")" for c in rest]
         s += " Not decided: " + ", ".join(parts) + "."
     return s

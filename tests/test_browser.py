@@ -1,10 +1,12 @@
-"""Issue 4 acceptance: the built book, opened in headless Chromium as a reader would.
+"""The built book, opened in headless Chromium as a reader would.
 
 Every page of `_build/html` is served on 127.0.0.1 and loaded in Debian's chromium,
 driven over the DevTools protocol (websocket-client, pinned). For each page: every
 <img> has a non-zero natural size, the console shows no error, no exception is thrown,
 no request leaves 127.0.0.1 (the book reads offline: MathJax, fonts and scripts are all
-local), and a full-page screenshot goes to artifacts/screenshots/ (gitignored).
+local), and a full-page screenshot goes to artifacts/screenshots/ (gitignored). On chapter
+pages, no plumbing is on show: no visible code cell holds a glue call, the parameters or
+their check.
 
 Without a build the tests skip, unless LLAMANAT_REQUIRE_BOOK=1 (set by `make test`,
 which builds the book first), where a missing build or browser is a failure.
@@ -34,6 +36,8 @@ REQUIRE = os.environ.get("LLAMANAT_REQUIRE_BOOK") == "1"
 VIEWPORT = (1280, 900)
 MAX_SHOT_HEIGHT = 16_000  # CSS pixels; longer pages are cut (the checks still cover all of it)
 PAGE_TIMEOUT = 60.0
+
+pytestmark = pytest.mark.browser
 
 
 def _pages() -> list[str]:
@@ -282,7 +286,7 @@ def test_every_toc_entry_was_built():
 
 
 def test_chapter_pages_have_figures():
-    """Each chapter page shows at least one figure (SPEC §8: measured results with plots)."""
+    """Each chapter page shows at least one figure (every chapter measures, with plots)."""
     if not PAGES:
         _missing(f"no built book at {BUILD}")
     from llamanat_core.chapters import CHAPTERS
@@ -330,3 +334,30 @@ def test_search_finds_a_chapter(server, browser):
     errors, remote = _problems(browser.events, server)
     assert not remote and not errors, (remote, errors)
     assert any("artifacts/model" in h for h in hits), f"search for 'parameters' found {hits}"
+
+
+# Code a reader sees on the page: cell inputs with a layout box (collapsed hide-input cells
+# sit in a closed <details> and have none; removed cells are not in the page at all).
+VISIBLE_CODE = """
+Array.from(document.querySelectorAll('div.cell_input'))
+  .filter(e => e.getClientRects().length > 0)
+  .map(e => e.innerText)
+"""
+PLUMBING = re.compile(r"\bglue(_all)?\(|check_chapter_parameters|papermill replaces this cell")
+
+
+def test_no_plumbing_code_is_visible(server, browser):
+    """Glue calls, the parameters cell and its check are removed or collapsed in every
+    chapter page; the page still shows code that teaches (at least one visible cell)."""
+    from llamanat_core.chapters import CHAPTERS
+
+    shown = {}
+    for name in CHAPTERS:
+        browser.events.clear()
+        browser.send("Page.navigate", url=f"{server}/artifacts/{name}.html")
+        browser.wait_for("Page.loadEventFired")
+        cells = browser.evaluate(VISIBLE_CODE)
+        shown[name] = len(cells)
+        plumbing = [c.strip().splitlines()[0][:80] for c in cells if PLUMBING.search(c)]
+        assert not plumbing, f"{name}: visible code cells with plumbing: {plumbing}"
+    assert all(n > 0 for n in shown.values()), f"chapters without any visible code: {shown}"

@@ -1,8 +1,12 @@
-"""SPEC §1-2, §8 / issue 4: the chapter pipeline (papermill -> sanitised, reproducible
-artifacts), the shape of chapter sources, and the rule that no measured value is typed
-into prose."""
+"""The chapter pipeline: MyST Markdown sources (jupytext) -> papermill -> sanitised,
+reproducible artifacts; the shape of chapter sources (a parameters cell, the parameter
+check after it, plumbing hidden from the HTML); the parameter check itself; and the rule
+that no measured value is typed into prose.
+
+Markers: `notebook` (executes chapters through papermill and a kernel), `slow`."""
 from __future__ import annotations
 
+import ast
 import io
 import re
 from pathlib import Path
@@ -10,18 +14,35 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from llamanat_core.chapters import CHAPTERS, INJECTED_ID, ROOT, parse_assignments, run_chapters
+from llamanat_core.chapters import (
+    CHAPTERS,
+    INJECTED_ID,
+    ROOT,
+    ChapterError,
+    ChapterParameterError,
+    check_chapter_parameters,
+    parse_assignments,
+    read_source,
+    run_chapters,
+)
 from llamanat_core.train import Budget
 
 CHAPTERS_DIR = ROOT / "chapters"
 ARTIFACTS_DIR = ROOT / "artifacts"
 BOOK_DIR = ROOT / "book"
-SOURCES = sorted(CHAPTERS_DIR.glob("*.ipynb"))
+SOURCES = sorted(CHAPTERS_DIR.glob("*.md"))
 COMMON_PARAMETERS = {"seeds", "steps", "fresh"}
+HIDDEN = {"remove-cell", "remove-input", "hide-input"}  # tags that keep code out of the page
 
 
 def read(path: Path):
-    return nbformat.read(str(path), as_version=4)
+    """A chapter source (MyST Markdown) or an executed artifact (.ipynb) as a NotebookNode."""
+    path = Path(path)
+    return read_source(path) if path.suffix == ".md" else nbformat.read(str(path), as_version=4)
+
+
+def tags(cell) -> set[str]:
+    return set(cell.get("metadata", {}).get("tags", []))
 
 
 # ------------------------------------------------------------------ the runner's validation
@@ -36,7 +57,58 @@ def test_unknown_chapter_name_is_rejected_with_the_valid_names():
 
 
 def test_chapter_order_is_the_book_order():
-    assert CHAPTERS == ("model", "norm", "rope", "swiglu", "gqa", "sweep", "alphabet", "kv_cache")
+    """CHAPTERS (the order `llamanat chapters` runs) is the order of the table of contents."""
+    import yaml
+
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [c["file"] for part in toc["parts"] for c in part["chapters"]]
+    in_toc = tuple(f.removeprefix("artifacts/") for f in files if f.startswith("artifacts/"))
+    assert CHAPTERS == in_toc
+
+
+# ------------------------------------------------------------------ chapter parameters
+
+@pytest.mark.parametrize("kwargs, expected", [
+    ({}, None),  # None: the committed study's seeds, the committed budget
+    ({"seeds": [0, 1], "steps": 100, "fresh": True}, ((0, 1), 100, True)),
+    ({"seeds": (3,), "fresh": False}, ((3,), None, False)),
+    ({"seeds": 2, "steps": 8, "fresh": True}, ((2,), 8, True)),  # one seed as an integer
+    ({"seeds": [0], "steps": Budget().steps}, ((0,), Budget().steps, False)),  # the committed budget
+])
+def test_chapter_parameters_that_pass(kwargs, expected):
+    seeds, steps, fresh = check_chapter_parameters(**kwargs)
+    if expected is None:
+        import inspect
+
+        from llamanat_core.study import chapter_results
+
+        default = inspect.signature(chapter_results).parameters["seeds"].default
+        assert (seeds, steps, fresh) == (tuple(default), None, False)
+    else:
+        assert (seeds, steps, fresh) == expected
+    assert all(type(s) is int for s in seeds)
+
+
+@pytest.mark.parametrize("kwargs, names, syntax", [
+    ({"seeds": "[0,1]"}, "'seeds'", '-y "seeds: [0, 1]"'),  # papermill -p passes a string
+    ({"seeds": []}, "'seeds'", '-y "seeds: [0, 1]"'),
+    ({"seeds": [0, 0, 1]}, "'seeds'", "more than once"),  # duplicates are one run twice
+    ({"seeds": [0, -1]}, "'seeds'", ">= 0"),
+    ({"seeds": [0, 1.5]}, "'seeds'", "integers"),
+    ({"seeds": [True]}, "'seeds'", "integers"),
+    ({"seeds": None, "steps": "100", "fresh": True}, "'steps'", "-p steps 100"),
+    ({"steps": 0, "fresh": True}, "'steps'", "at least 1"),
+    ({"steps": 2.5, "fresh": True}, "'steps'", "-p steps 100"),
+    ({"steps": 100}, "'steps'", "fresh=True"),  # another budget trains new runs
+    ({"fresh": "yes"}, "'fresh'", "-p fresh True"),
+    ({"fresh": 1}, "'fresh'", "-p fresh True"),
+])
+def test_chapter_parameters_that_fail_name_the_parameter_and_the_syntax(kwargs, names, syntax):
+    with pytest.raises(ChapterParameterError) as err:
+        check_chapter_parameters(**kwargs)
+    msg = str(err.value)
+    assert names in msg and syntax in msg, msg
+    assert isinstance(err.value, ValueError)
 
 
 def test_undeclared_parameter_is_rejected_before_anything_runs(tmp_path):
@@ -64,21 +136,59 @@ def test_every_source_is_a_known_chapter():
     assert not stray, f"chapters/ holds notebooks that are not chapters: {stray}"
 
 
-@pytest.mark.parametrize("path", SOURCES, ids=[p.stem for p in SOURCES])
-def test_source_has_no_outputs_and_one_parameters_cell(path):
-    import papermill as pm
+def test_no_chapter_source_is_an_ipynb():
+    assert not list(CHAPTERS_DIR.glob("*.ipynb")), "chapter sources are MyST Markdown (chapters/NAME.md)"
+    assert {p.stem for p in SOURCES} == set(CHAPTERS)
 
+
+@pytest.mark.parametrize("path", SOURCES, ids=[p.stem for p in SOURCES])
+def test_source_is_myst_with_one_parameters_cell_then_the_check(path):
+    import jupytext
+
+    from llamanat_core.chapters import declared_parameters
+
+    text = path.read_text()
+    meta = jupytext.read(str(path)).metadata["jupytext"]["text_representation"]
+    assert meta["format_name"] == "myst", f"{path.name} is not a MyST notebook"
+    # canonical: jupytext writes the file back byte for byte, so diffs show only real edits
+    assert jupytext.writes(jupytext.reads(text, fmt="md:myst"), fmt="md:myst") == text, (
+        f"{path.name} is not in jupytext's canonical form: `jupytext --to md:myst {path}`")
     nb = read(path)
-    for i, cell in enumerate(nb.cells):
-        if cell.cell_type == "code":
-            assert cell.outputs == [], f"{path.name} cell {i} ({cell.get('id')}) has outputs"
-            assert cell.execution_count is None, f"{path.name} cell {i} has an execution count"
-    tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    tagged = [i for i, c in enumerate(code) if "parameters" in tags(c)]
     assert len(tagged) == 1, f"{path.name}: {len(tagged)} cells tagged 'parameters' (need exactly 1)"
-    declared = set(pm.inspect_notebook(str(path)))
+    declared = set(declared_parameters(path))
     assert COMMON_PARAMETERS <= declared, f"{path.name} lacks {COMMON_PARAMETERS - declared}"
+    check = code[tagged[0] + 1].source
+    assert "check_chapter_parameters(" in check, (
+        f"{path.name}: the cell after the parameters must validate them with check_chapter_parameters")
     ids = [c.get("id") for c in nb.cells]
     assert all(ids) and len(set(ids)) == len(ids), f"{path.name}: missing or duplicate cell ids"
+    assert [c.id for c in read(path).cells] == ids, "cell ids are not stable between reads"
+
+
+def _glue_calls(source: str) -> bool:
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            f = node.func
+            if getattr(f, "id", None) in ("glue", "glue_all") or getattr(f, "attr", None) == "glue_all":
+                return True
+    return False
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=[p.stem for p in SOURCES])
+def test_plumbing_is_out_of_sight(path):
+    """Glue calls, the parameters, their check and the imports are removed from or
+    collapsed in the HTML: the code a reader sees teaches."""
+    nb = read(path)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    removed = {"remove-cell", "remove-input"}
+    visible_glue = [c.id for c in code if _glue_calls(c.source) and not tags(c) & removed]
+    assert not visible_glue, f"{path.name}: code cells with glue calls shown in the page: {visible_glue}"
+    first = next(i for i, c in enumerate(code) if "parameters" in tags(c))
+    assert tags(code[first]) & HIDDEN, f"{path.name}: the parameters cell is shown"
+    assert tags(code[first + 1]) & HIDDEN, f"{path.name}: the parameter check is shown"
+    assert tags(code[first + 2]) & HIDDEN, f"{path.name}: the import cell is shown"
 
 
 # ------------------------------------------------------------------ reproducible execution
@@ -95,6 +205,7 @@ def without_volatile_outputs(text: str) -> str:
     return nbformat.writes(nb)
 
 
+@pytest.mark.notebook
 @pytest.mark.slow
 def test_model_chapter_executes_byte_identically(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
@@ -111,14 +222,17 @@ def test_model_chapter_executes_byte_identically(tmp_path):
         assert volatile not in text, f"volatile metadata {volatile!r} survived sanitising"
     nb = nbformat.reads(text, as_version=4)
     assert "version" not in nb.metadata.get("language_info", {})
-    assert [c.id for c in nb.cells] == [c.id for c in read(CHAPTERS_DIR / "model.ipynb").cells]
+    assert [c.id for c in nb.cells] == [c.id for c in read(CHAPTERS_DIR / "model.md").cells]
+    assert nb.metadata.papermill["input_path"] == "chapters/model.md"
+    assert "jupytext" not in nb.metadata
     assert any("image/png" in o.get("data", {}) for c in nb.cells for o in c.get("outputs", []))
     assert not list(a.glob("*.tmp")) and not list(a.glob(".*.tmp"))  # atomic write left no debris
 
 
+@pytest.mark.notebook
 @pytest.mark.slow
 def test_injected_parameters_are_recorded_and_reproducible(tmp_path):
-    params = {"seeds": [0], "steps": 1200, "fresh": False}
+    params = {"seeds": [0], "fresh": False}
     (p1,) = run_chapters(["model"], params, out_dir=tmp_path / "a")
     (p2,) = run_chapters(["model"], params, out_dir=tmp_path / "b")
     assert p1.read_bytes() == p2.read_bytes()
@@ -128,46 +242,65 @@ def test_injected_parameters_are_recorded_and_reproducible(tmp_path):
     assert len(injected) == 1 and "seeds = [0]" in injected[0].source
 
 
+@pytest.mark.notebook
+def test_a_string_from_papermills_p_fails_in_the_check_cell_with_the_right_syntax(tmp_path):
+    """`papermill chapters/sweep.md out.ipynb -p seeds "[0,1]"` hands the chapter a string;
+    the cell after the parameters stops it there, naming the parameter and the syntax,
+    instead of torch failing deep inside a later cell."""
+    with pytest.raises(ChapterError) as err:
+        run_chapters(["sweep"], {"seeds": "[0,1]"}, out_dir=tmp_path, fresh_dir=tmp_path / "fresh")
+    msg = str(err.value)
+    assert "ChapterParameterError" in msg and "'seeds'" in msg and '-y "seeds: [0, 1]"' in msg, msg
+    assert "check_chapter_parameters" in msg, f"the error did not come from the check cell: {msg}"
+
+
+@pytest.mark.notebook
 @pytest.mark.slow
 @pytest.mark.parametrize("path", SOURCES, ids=[p.stem for p in SOURCES])
 def test_fresh_run_with_a_tiny_budget_executes(path, tmp_path):
     """A reader's `llamanat chapters NAME --fresh --steps 8 --seeds 0` works: the chapter
-    trains its own runs (through the study runner, outside the committed study) and
-    executes to the end on them."""
+    trains its own runs (through the study runner, into a temporary folder here, never
+    the repository's) and executes to the end on them: every code cell ran."""
     params = {"fresh": True, "steps": 8, "seeds": [0]}
-    (out,) = run_chapters([path.stem], params, out_dir=tmp_path)
+    fresh_dir = tmp_path / "fresh"
+    (out,) = run_chapters([path.stem], params, out_dir=tmp_path / "out", fresh_dir=fresh_dir)
     nb = read(out)
     assert nb.metadata.papermill["parameters"] == params
-    errors = [o for c in nb.cells for o in c.get("outputs", []) if o.output_type == "error"]
-    assert not errors
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(c.execution_count is not None for c in code), "a code cell did not execute"
+    assert [c.source for c in nb.cells if c.id != INJECTED_ID] == [c.source for c in read(path).cells]
+    assert any("image/png" in o.get("data", {}) for c in code for o in c.get("outputs", []))
 
 
-COMMITTED = [p for p in SOURCES if (ARTIFACTS_DIR / p.name).exists()]
+COMMITTED = [p for p in SOURCES if (ARTIFACTS_DIR / f"{p.stem}.ipynb").exists()]
 
 
+@pytest.mark.notebook
 @pytest.mark.slow
 @pytest.mark.parametrize("path", COMMITTED, ids=[p.stem for p in COMMITTED])
 def test_committed_artifact_is_what_the_source_produces(path, tmp_path):
     """Re-executing a chapter leaves `git status` clean: the committed artifact is byte for
     byte what its source produces now, figures (PNG bytes) included. Outputs of cells
     tagged nbval-ignore-output (machine-dependent timings) are the one exception."""
-    committed = (ARTIFACTS_DIR / path.name).read_text()
+    committed = (ARTIFACTS_DIR / f"{path.stem}.ipynb").read_text()
     meta = nbformat.reads(committed, as_version=4).metadata.get("papermill", {})
     assert meta.get("parameters", {}) == {}, (
-        f"artifacts/{path.name} was executed with parameters {meta.get('parameters')}; the book "
+        f"artifacts/{path.stem}.ipynb was executed with parameters {meta.get('parameters')}; the book "
         f"publishes the default run: `llamanat chapters {path.stem}`")
     (fresh,) = run_chapters([path.stem], out_dir=tmp_path)
     assert without_volatile_outputs(fresh.read_text()) == without_volatile_outputs(committed), (
-        f"artifacts/{path.name} is stale or not reproducible: re-run `llamanat chapters {path.stem}` "
-        f"and compare (git diff artifacts/{path.name})")
+        f"artifacts/{path.stem}.ipynb is stale or not reproducible: re-run `llamanat chapters "
+        f"{path.stem}` and compare (git diff artifacts/{path.stem}.ipynb)")
 
 
 @pytest.mark.parametrize("path", COMMITTED, ids=[p.stem for p in COMMITTED])
 def test_committed_artifact_has_the_source_cells(path):
     """Cheap staleness check: an edited source whose artifact was not regenerated."""
     src = [(c.cell_type, c.source) for c in read(path).cells]
-    out = [(c.cell_type, c.source) for c in read(ARTIFACTS_DIR / path.name).cells if c.id != INJECTED_ID]
-    assert src == out, f"artifacts/{path.name} does not match chapters/{path.name}: re-run the chapter"
+    artifact = read(ARTIFACTS_DIR / f"{path.stem}.ipynb")
+    out = [(c.cell_type, c.source) for c in artifact.cells if c.id != INJECTED_ID]
+    assert src == out, f"artifacts/{path.stem}.ipynb does not match chapters/{path.name}: re-run the chapter"
+    assert [tags(c) for c in read(path).cells] == [tags(c) for c in artifact.cells if c.id != INJECTED_ID]
 
 
 # ------------------------------------------------------------------ no typed measurements
@@ -181,11 +314,12 @@ def test_committed_artifact_has_the_source_cells(path):
 # Not caught, by design and honestly so: integers (a typed "183 of 200" passes), and
 # fractions written in words. Reviewers still read the prose.
 CONFIG_DECIMALS = {
-    "0.02": "init std, SPEC §3",
-    "1.5": "GeLU width factor (1.5 x 192 = 288), SPEC §4",
+    "0.02": "init std of the reference configuration",
+    "1.5": "GELU width factor of the gelu_mlp control (1.5 x 192 = 288)",
 }
 _ROLE = re.compile(r"\{(?:glue(?::\w+)?|doc|ref|numref|eq|cite(?::\w+)?|download|term)\}`[^`]*`")
 _URL = re.compile(r"https?://\S+")
+_MODEL_NAME = re.compile(r"\b(?:LLaMA|Llama)[- ]\d+(?:\.\d+)?")  # Llama-3.2 is a name, not a value
 _DIRECTIVE_OPTION = re.compile(r"^\s*:[\w-]+:.*$", re.M)
 _COMMENT = re.compile(r"^\s*%.*$|<!--.*?-->", re.M | re.S)
 _NUMBER = re.compile(
@@ -198,6 +332,7 @@ def typed_measurements(text: str) -> list[str]:
     text = _COMMENT.sub(" ", text)
     text = _ROLE.sub(" ", text)
     text = _URL.sub(" ", text)
+    text = _MODEL_NAME.sub(" ", text)
     text = _DIRECTIVE_OPTION.sub(" ", text)
     found = []
     for m in _NUMBER.finditer(text):
@@ -225,18 +360,20 @@ def typed_measurements(text: str) -> list[str]:
     ("eps `1e-5`, lr 1e-3, lr 3.0e-4", []),
     ("jupyter-book 1.0.4 and arXiv 2302.13971", []),
     ("the paper's 6.7B and 65.2 B models, trained on 1.4T tokens", []),
-    ("init std 0.02; GeLU hidden 1.5 × 192 = 288; 1,200 steps of batch 64", []),
+    ("init std 0.02; GELU hidden 1.5 × 192 = 288; 1,200 steps of batch 64", []),
     ("reached {glue:text}`acc:.1%` (see {doc}`../book/method`)", []),
     ("% a MyST comment with 0.5\nplain text", []),
     ("```{glue:figure} fig\n:figwidth: 80%\n```", []),
     ("see https://example.org/v0.5/page", []),
+    ("tied only in Llama-3.2 1B and 3B; LLaMA-1 7B; Llama 3.1", []),
+    ("Llama-3.2 reached 0.5", ["0.5"]),
 ])
 def test_typed_measurement_scanner(text, expected):
     assert typed_measurements(text) == expected
 
 
 def prose_sources():
-    for path in SOURCES:
+    for path in SOURCES:  # MyST: markdown cells, split out by jupytext
         for i, cell in enumerate(read(path).cells):
             if cell.cell_type == "markdown":
                 yield f"chapters/{path.name} cell {i} ({cell.get('id')})", cell.source
@@ -251,8 +388,16 @@ def test_no_measured_value_is_typed_into_prose():
 
 
 def test_method_page_states_the_budget_of_the_code():
-    """book/method.md is plain Markdown; its configuration numbers must match Budget()."""
+    """book/method.md is a Markdown page, not a notebook: the configuration numbers it types
+    (the budget, the item lengths) must match the code. Measured values and the seeds of
+    the study are glued from the model chapter instead."""
+    from llamanat_core.tasks import Recall
+
     text = (BOOK_DIR / "method.md").read_text()
+    assert "{glue:text}`../artifacts/model.ipynb::summary_seeds:s`" in text
+    lengths = [Recall(0, n).prompt_len for n in (4, 8, 12)]
+    assert f"Items are {lengths[0]} tokens long" in text
+    assert f"({lengths[1]} and {lengths[2]} tokens)" in text
     b = Budget()
     for value in (f"{b.steps:,}", f"{b.n_train:,}", f"{b.n_test:,}", f"batches of {b.batch_size}",
                   f"clipped at {b.clip:g}", *(f"{c:,}" for c in b.checkpoints)):

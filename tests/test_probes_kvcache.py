@@ -1,4 +1,4 @@
-"""The KV-cache chapter's probes (SPEC §7): arithmetic table, the measured cache (tokens,
+"""The KV-cache chapter's probes: arithmetic table, the measured cache (tokens,
 bytes), the reference-weights loader and the timing file."""
 import json
 

@@ -66,7 +66,7 @@ def test_depth_profile_is_deterministic():
 
 
 def test_spread_formats_every_case():
-    assert probe.spread([1.0, 1.0]) == "1 in every seed"
-    assert probe.spread([1.0, 2.0]) == "1.5 (seeds range 1 to 2)"
-    assert probe.spread([float("nan")] * 3) == "not finite in any of 3 seeds"
-    assert probe.spread([1.0, float("nan")]).endswith("not finite in 1 of 2 seeds")
+    assert probe.seed_range_text([1.0, 1.0]) == "1 in every seed"
+    assert probe.seed_range_text([1.0, 2.0]) == "1.5 (seeds range 1 to 2)"
+    assert probe.seed_range_text([float("nan")] * 3) == "not finite in any of 3 seeds"
+    assert probe.seed_range_text([1.0, float("nan")]).endswith("not finite in 1 of 2 seeds")

@@ -1,4 +1,4 @@
-"""The sweep chapter's arithmetic (SPEC §7): pair angles, slowest period, wrap counts,
+"""The sweep chapter's arithmetic: pair angles, slowest period, wrap counts,
 and the same parameter count at every base."""
 import math
 

@@ -21,7 +21,7 @@ def test_relu_switches_off_about_half_and_gelu_swiglu_none():
     relu = t[t.kind == "relu"]
     assert relu.zero.between(0.45, 0.55).all()
     assert (t[t.kind != "relu"].zero == 0).all()
-    # ReLU and GeLU read the same up projection: GeLU is negative exactly where ReLU is zero
+    # ReLU and GELU read the same up projection: GELU is negative exactly where ReLU is zero
     gelu = t[t.kind == "gelu"]
     assert relu.zero.tolist() == gelu.negative.tolist()
     assert (relu.negative == 0).all()

@@ -1,4 +1,4 @@
-"""The answer alphabet (SPEC §5, §7): `name` and `copy` see the same items; only the
+"""The answer alphabet: `name` and `copy` see the same items; only the
 answer token differs. Checked on the data itself, split by split."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The GQA chapter's measurements: which query head reads which KV head, and what the
-KV heads cost (SPEC §8).
+KV heads cost.
 
 Everything here calls the package's own `repeat_kv`, so the figure and the check show
 what the model actually does, not a re-drawing of it.

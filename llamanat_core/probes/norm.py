@@ -156,9 +156,8 @@ def depth_study(positions=("pre", "post", "none"), seeds=(0, 1, 2), init_stds=(0
     return pd.concat(parts, ignore_index=True), pd.DataFrame(ends)
 
 
-def seeds_phrase(values, digits: int = 3) -> str:
-    """One value per seed as a phrase for the prose: 'm (seeds range a to b)', or
-    'm in every seed'; says how many seeds were not finite (overflowed)."""
+def seed_range_text(values, digits: int = 3) -> str:
+    """'m (seeds a to b)' for finite values; says how many seeds overflowed otherwise."""
     vals = [float(v) for v in values]
     ok = [v for v in vals if math.isfinite(v)]
     if not ok:
@@ -170,10 +169,6 @@ def seeds_phrase(values, digits: int = 3) -> str:
         s += f", not finite in {len(vals) - len(ok)} of {len(vals)} seeds"
     return s
 
-
-# The old name, which the norm chapter still calls; `report` uses "spread" for a standard
-# deviation, so new code says seeds_phrase.
-spread = seeds_phrase
 
 
 def _num(v: float, digits: int = 3) -> str:

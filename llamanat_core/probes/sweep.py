@@ -1,4 +1,4 @@
-"""The rotation sweep (SPEC §7): what each RoPE base does to the angles, as arithmetic.
+"""The rotation sweep: what each RoPE base does to the angles, as arithmetic.
 
 Pair i of a head turns by theta^(-2i/d) radians per position. The base decides how
 many pairs still tell two positions of a recall item apart (they turn a visible angle

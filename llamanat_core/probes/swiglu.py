@@ -1,4 +1,4 @@
-"""The SwiGLU chapter's measurements: gate or switch, and the width rule (SPEC §8).
+"""The SwiGLU chapter's measurements: gate or switch, and the width rule.
 
 Three hidden layers are compared on the same input:
 
@@ -6,7 +6,7 @@ Three hidden layers are compared on the same input:
 * ``gelu``   – gelu(up(x)): the displaced two-matrix MLP of the `gelu_mlp` control;
 * ``swiglu`` – silu(gate(x)) * up(x): LLaMA's gated unit, a smooth multiplier on up(x).
 
-ReLU and GeLU read the *same* up projection (the `gelu_mlp` control's), so the two
+ReLU and GELU read the *same* up projection (the `gelu_mlp` control's), so the two
 differ only in the function applied to identical pre-activations.
 """
 from __future__ import annotations
@@ -100,8 +100,9 @@ def reference_model(task: str, fresh: bool = False,
     """The trained seed-0 reference of a task, where it came from, and the inputs to probe.
 
     fresh=False: the committed weights (artifacts/weights). fresh=True: the weights the
-    chapter's own runs saved at `steps` if present, else the same run retrained here
-    (deterministic: one thread, seed 0). The inputs are the held-out test items
+    chapter's own runs saved at `steps`. Either way, if those weights are not there, the
+    same run is retrained here (deterministic: one thread, seed 0) and the returned
+    description says so. The inputs are the held-out test items
     as the model reads them in training (every position but the last).
     """
     from ..fast import compile_default
@@ -117,10 +118,11 @@ def reference_model(task: str, fresh: bool = False,
     if model is not None:
         where = "retrained here" if fresh else "committed"
         return model, f"the {where} seed-0 reference ({budget.steps:,} steps)", ids
-    if not fresh:
-        raise FileNotFoundError(f"no trained weights at {path}; run the study, or use fresh=True")
+    # No weights at hand (fresh runs that did not keep them, or a study that keeps its
+    # weights at another budget): train the same run here, deterministically, rather than fail.
     with torch_threads(1):
-        model = fit(run.config, run.spec, 0, budget, compile=run.compile).model.eval()
+        model = fit(run.config, run.spec, 0, budget,
+                    compile=run.compile if fresh else compile_default()).model.eval()
     return model, f"the seed-0 reference retrained here for {budget.steps:,} steps", ids
 
 

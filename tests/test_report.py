@@ -1,0 +1,267 @@
+"""The report module on constructed frames: seed tables, paired comparisons, the generated
+sentences, chance floors and the strings `display_table` puts on the page."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from llamanat_core import report
+
+
+def frame(values: dict, task: str = "recall", step: int = 1200, column: str = "variant") -> pd.DataFrame:
+    """Tidy rows, one per (row, seed): {row: [value per seed]} at one final checkpoint."""
+    rows = [{column: k, "seed": s, "task": task, "step": step, "final": True, "test_acc": v,
+             "val_loss": 1.0 - v}
+            for k, vals in values.items() for s, v in enumerate(vals)]
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------ seed tables
+
+def test_seed_table_mean_population_std_and_every_seed():
+    t = report.seed_table(frame({"a": [0.2, 0.4, 0.6], "b": [1.0, 1.0, 1.0]}), order=["b", "a"])
+    assert list(t.index) == ["b", "a"]
+    assert t.loc["a", "mean"] == pytest.approx(0.4)
+    assert t.loc["a", "std"] == pytest.approx(np.std([0.2, 0.4, 0.6]))  # ddof=0
+    assert t.loc["b", "std"] == 0
+    assert list(t.columns) == ["mean", "std", "n", "seed 0", "seed 1", "seed 2"]
+    assert t.loc["a", "seed 2"] == pytest.approx(0.6) and t.loc["a", "n"] == 3
+
+
+def test_seed_table_reads_the_final_checkpoint_unless_a_step_is_named():
+    df = pd.concat([frame({"a": [0.1, 0.2]}, step=300).assign(final=False),
+                    frame({"a": [0.9, 1.0]}, step=1200)])
+    assert report.seed_table(df).loc["a", "mean"] == pytest.approx(0.95)
+    assert report.seed_table(df, step=300).loc["a", "mean"] == pytest.approx(0.15)
+    with pytest.raises(ValueError, match="no checkpoint at step 600"):
+        report.seed_table(df, step=600)
+
+
+def test_seed_table_refuses_two_rows_per_seed():
+    df = pd.concat([frame({"a": [0.1, 0.2]}), frame({"a": [0.3, 0.4]})])
+    with pytest.raises(ValueError, match="several rows"):
+        report.seed_table(df)
+
+
+# ------------------------------------------------------------------ display_table
+
+def test_display_table_percent_and_plain():
+    t = report.seed_table(frame({"a": [0.25, 0.75]}))
+    shown = report.display_table(t, percent=True)
+    assert shown.loc["a", "mean ± std"] == "50.0% ± 25.0%"
+    assert list(shown.loc["a", ["seed 0", "seed 1"]]) == ["25.0%", "75.0%"]
+    assert "chance" not in shown.columns
+    plain = report.display_table(t, digits=2)
+    assert plain.loc["a", "mean ± std"] == "0.50 ± 0.25"
+
+
+def test_display_table_missing_seed_is_a_dash():
+    df = frame({"a": [0.5, 0.5], "b": [0.1]})
+    shown = report.display_table(report.seed_table(df), percent=True)
+    assert shown.loc["b", "seed 1"] == "–"
+
+
+@pytest.mark.parametrize("chance, expected", [
+    (0.25, ["25.0% (1/4)", "25.0% (1/4)"]),
+    ([0.25, 0.125], ["25.0% (1/4)", "12.5% (1/8)"]),
+])
+def test_display_table_states_chance(chance, expected):
+    t = report.seed_table(frame({"a": [0.3, 0.4], "b": [0.2, 0.1]}))
+    assert list(report.display_table(t, percent=True, chance=chance)["chance"]) == expected
+
+
+def test_display_table_chance_per_task_of_a_concatenated_table():
+    tables = {"addition": report.seed_table(frame({"a": [0.3, 0.4]}, task="addition")),
+              "recall": report.seed_table(frame({"a": [0.3, 0.4]}))}
+    both = pd.concat(tables, names=["task"])
+    shown = report.display_table(both, percent=True,
+                                 chance={t: report.chance(t) for t in tables})
+    assert list(shown["chance"]) == ["0.1% (1/1,000)", "25.0% (1/4)"]
+    with pytest.raises(ValueError, match="3 chance floors for 2 rows"):
+        report.display_table(both, percent=True, chance=[0.25, 0.25, 0.25])
+
+
+def test_thousands_formats_integer_columns_only():
+    df = pd.DataFrame({"parameters": [102528, 36864], "share": [0.5, 0.25], "name": ["x", "y"],
+                       "flag": [True, False]})
+    out = report.thousands(df)
+    assert list(out["parameters"]) == ["102,528", "36,864"]
+    assert list(out["share"]) == [0.5, 0.25] and list(out["flag"]) == [True, False]
+    assert list(df["parameters"]) == [102528, 36864]  # the input is not changed
+
+
+# ------------------------------------------------------------------ chance
+
+@pytest.mark.parametrize("pairs, floor, label", [(4, 1 / 4, "1/4"), (8, 1 / 8, "1/8"), (12, 1 / 12, "1/12")])
+def test_recall_chance_is_one_in_the_number_of_pairs(pairs, floor, label):
+    assert report.chance("recall", pairs) == pytest.approx(floor)
+    assert report.chance_label(report.chance("recall", pairs)) == label
+
+
+def test_addition_chance_and_bad_inputs():
+    assert report.chance("addition") == pytest.approx(1e-3)
+    assert report.chance_label(report.chance("addition")) == "1/1,000"
+    with pytest.raises(ValueError, match="unknown task"):
+        report.chance("copying")
+    with pytest.raises(ValueError, match="positive number of pairs"):
+        report.chance("recall", 0)
+    with pytest.raises(ValueError, match="not one chance in a whole number"):
+        report.chance_label(0.3)
+
+
+# ------------------------------------------------------------------ paired comparisons
+
+def test_compare_pairs_by_seed():
+    df = frame({"a": [0.9, 0.8, 0.7], "b": [0.5, 0.5, 0.5]})
+    df = df[~((df.variant == "b") & (df.seed == 2))]  # b lacks seed 2: only shared seeds pair
+    c = report.compare(df, "variant", "a", "b")
+    assert c.seeds == (0, 1)
+    assert c.diffs == pytest.approx((0.4, 0.3))
+    assert c.gap == pytest.approx(0.35) and c.wins == 2 and c.losses == 0
+    assert c.max_seed_std == pytest.approx(max(np.std([0.9, 0.8]), 0.0))
+    with pytest.raises(ValueError, match="no shared seeds"):
+        report.compare(df, "variant", "a", "c")
+
+
+@pytest.mark.parametrize("a, b, verdict", [
+    ([0.9, 0.8, 0.85], [0.5, 0.55, 0.5], "decided"),           # every seed, gap >> spread
+    ([0.9, 0.1, 0.5], [0.8, 0.0, 0.45], "inside seed spread"),  # every seed, but gap < spread
+    ([0.6, 0.4, 0.6], [0.2, 0.5, 0.2], "seeds disagree"),      # gap > spread, a seed flips
+])
+def test_verdicts(a, b, verdict):
+    c = report.compare(frame({"a": a, "b": b}), "variant", "a", "b")
+    assert report.paired_table([c]).loc["a − b", "verdict"] == verdict
+    assert c.decided == (verdict == "decided")
+
+
+def test_paired_table_formats_each_seed_in_points():
+    c = report.compare(frame({"a": [0.9, 0.8], "b": [0.5, 0.85]}), "variant", "a", "b")
+    row = report.paired_table([c]).loc["a − b"]
+    assert row["seed 0"] == "+40.0" and row["seed 1"] == "-5.0" and row["mean gap"] == "+17.5"
+    loss = report.paired_table([report.compare(frame({"a": [0.9, 0.8], "b": [0.5, 0.85]}),
+                                               "variant", "a", "b", value="val_loss")], percent=False)
+    assert loss.loc["a − b", "seed 0"] == "-0.400"
+
+
+# ------------------------------------------------------------------ generated sentences
+
+def test_sentence_flips_with_the_data():
+    ahead = report.compare(frame({"a": [0.9, 0.8], "b": [0.5, 0.5]}), "variant", "a", "b")
+    behind = report.compare(frame({"a": [0.5, 0.5], "b": [0.9, 0.8]}), "variant", "a", "b")
+    s1, s2 = ahead.sentence(), behind.sentence()
+    assert s1.startswith("a is ahead of b on test accuracy by 35.0 points (85.0% against 50.0%)")
+    assert "ahead on 2 of 2 paired seeds" in s1 and s1.endswith("exceeds the seed spread.")
+    assert s2.startswith("b is ahead of a")
+    same = report.compare(frame({"a": [0.5, 0.5], "b": [0.5, 0.5]}), "variant", "a", "b")
+    assert same.sentence() == "a and b reach the same mean test accuracy (50.0%)."
+    assert "llama (SwiGLU) is ahead" in ahead.sentence(label_a="llama (SwiGLU)")
+
+
+def test_sentence_inside_the_spread_says_so():
+    c = report.compare(frame({"a": [0.9, 0.1], "b": [0.8, 0.05]}), "variant", "a", "b")
+    assert "inside the seed spread (std up to 40.0 points)" in c.sentence()
+
+
+def test_rank_sentence_and_mean_order():
+    t = report.seed_table(frame({"a": [0.2, 0.4], "b": [0.9, 0.9], "c": [0.9, 0.9]}))
+    assert report.rank_sentence(t) == "Ranked by mean test accuracy: b (90.0%), c (90.0%), a (30.0%)."
+    assert report.mean_order(t) == "b (90.0%) = c (90.0%) > a (30.0%)"
+    low = report.rank_sentence(t, what="loss", percent=False, higher_is_better=False)
+    assert low.startswith("Ranked by mean loss: a (0.300)")
+
+
+def test_verdict_sentence_counts_with_grammar():
+    decided = report.compare(frame({"a": [0.9, 0.8], "b": [0.1, 0.1]}), "variant", "a", "b")
+    spread = report.compare(frame({"a": [0.9, 0.1], "b": [0.8, 0.05]}), "variant", "a", "b")
+    one = report.verdict_sentence([decided, spread])
+    assert one.startswith("On test accuracy, 1 of 2 gaps is decided: a is above b by 75.0 points")
+    assert "Not decided: a against b (inside the seed spread)." in one
+    assert report.verdict_sentence([spread]).startswith("On test accuracy, the gap is not decided.")
+    assert "none of the 2 gaps is decided" in report.verdict_sentence([spread, spread])
+    two = report.verdict_sentence([decided, decided])
+    assert "2 of 2 gaps are decided" in two
+    with pytest.raises(ValueError):
+        report.verdict_sentence([])
+
+
+def test_sci_for_prose():
+    assert report.sci(2.4e-7) == "2.4 × 10⁻⁷"
+    assert report.sci(0) == "0"
+    assert report.sci(9.96e-3) == "1.0 × 10⁻²"
+    assert report.sci(3.0) == "3.0"
+    assert report.pct(0.715) == "71.5%"
+    assert not math.isnan(float(report.ADDITION_CHANCE))
+
+
+def test_glue_all_accepts_plain_values_only(monkeypatch):
+    seen = {}
+    import myst_nb
+
+    monkeypatch.setattr(myst_nb, "glue", lambda name, value, display=True: seen.update({name: value}))
+    report.glue_all({"n": np.int64(5), "s": "text", "f": 0.5})
+    assert seen == {"n": 5, "s": "text", "f": 0.5} and type(seen["n"]) is int
+    with pytest.raises(TypeError, match="expected str/int/float"):
+        report.glue_all({"bad": [1, 2]})
+
+
+# ------------------------------------------------------------------ figures (llamanat_core.plotting)
+
+def test_rows_that_share_a_figure_have_distinct_colour_blind_safe_colours():
+    from llamanat_core import plotting
+
+    okabe_ito = set(plotting.PALETTE)
+    # The palette's two near pairs: blue / sky blue and orange / vermillion. Rows drawn
+    # together never take both colours of a pair (mha and llama used to be two blues).
+    near = [{plotting.BLUE, plotting.SKY}, {plotting.ORANGE, plotting.VERMILLION}]
+    for group in plotting.FIGURE_GROUPS:
+        colours = [plotting.variant_color(v) for v in group]
+        assert len(set(colours)) == len(colours), f"{group} share a colour: {colours}"
+        assert set(colours) <= okabe_ito, f"{group}: colours outside the Okabe-Ito palette"
+        for pair in near:
+            assert not pair <= set(colours), f"{group} take the near neighbours {pair}"
+    assert plotting.variant_color("llama") != plotting.variant_color("mha")
+
+
+def test_seed_points_draws_chance_and_joins_paired_seeds():
+    import matplotlib.pyplot as plt
+
+    from llamanat_core import plotting
+
+    plotting.use_book_style()
+    t = report.seed_table(frame({"a": [0.9, 0.3, 0.5], "b": [0.8, 0.25, 0.7]}))
+    fig, ax = plt.subplots()
+    plotting.seed_points(ax, t, chance=report.chance("recall", 4))
+    joins = [ln for ln in ax.lines if len(ln.get_xdata()) == 2 and ln.get_linestyle() == "-"]
+    assert len(joins) == 3  # one line per seed across the two rows
+    floors = [ln for ln in ax.lines if ln.get_linestyle() == ":"]
+    assert len(floors) == 1 and floors[0].get_ydata()[0] == pytest.approx(25.0)
+    assert any(txt.get_text() == "chance 1/4" for txt in ax.texts)
+    plt.close(fig)
+    fig, ax = plt.subplots()
+    plotting.seed_points(ax, t, paired=False)
+    assert not [ln for ln in ax.lines if ln.get_linestyle() == "-"] and not ax.texts
+    plt.close(fig)
+
+
+def test_seed_curves_put_the_legend_outside_the_axes():
+    import matplotlib.pyplot as plt
+
+    from llamanat_core import plotting
+
+    df = pd.concat([frame({"llama": [0.2, 0.3]}, step=300).assign(final=False),
+                    frame({"llama": [0.8, 0.9]}, step=600)])
+    fig, ax = plt.subplots()
+    plotting.seed_curves(ax, df, "variant", chance=report.chance("recall"))
+    legend = ax.get_legend()
+    assert legend is not None and legend.get_bbox_to_anchor().x0 >= ax.get_window_extent().x1 - 1
+    plt.close(fig)
+
+
+def test_orderings_sentence_agrees_in_number():
+    df = pd.concat([frame({"a": [0.9, 0.8], "b": [0.1, 0.1]}, task="addition"),
+                    frame({"a": [0.9, 0.1], "b": [0.8, 0.05]}, task="recall")])
+    s = report.orderings_sentence(df, "variant", ["a", "b"])
+    assert "give the same order, but 1 of its 2 pairwise gaps (both tasks counted) is inside" in s
