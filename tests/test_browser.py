@@ -35,7 +35,7 @@ SHOTS = ROOT / "artifacts" / "screenshots"
 REQUIRE = os.environ.get("LLAMANAT_REQUIRE_BOOK") == "1"
 VIEWPORT = (1280, 900)
 MAX_SHOT_HEIGHT = 16_000  # CSS pixels; longer pages are cut (the checks still cover all of it)
-PAGE_TIMEOUT = 60.0
+PAGE_TIMEOUT = float(os.environ.get("LLAMANAT_PAGE_TIMEOUT", "60"))  # seconds; raise on a loaded machine
 
 pytestmark = pytest.mark.browser
 
