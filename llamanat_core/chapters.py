@@ -159,22 +159,10 @@ def _reject(name: str, problem: str) -> ChapterParameterError:
 
 
 def _default_seeds() -> tuple[int, ...]:
-    """The seeds of the committed study: `chapter_results`' own default."""
-    import inspect
+    """The seeds of the committed study."""
+    from .study import SEEDS
 
-    from .study import chapter_results
-
-    return tuple(int(s) for s in inspect.signature(chapter_results).parameters["seeds"].default)
-
-
-def _redirect_fresh_dir() -> None:
-    """Send this kernel's fresh=True runs to the folder named by the runner (tests use a
-    temporary folder), if it named one."""
-    where = os.environ.get(FRESH_DIR_ENV)
-    if where:
-        from . import study
-
-        study.FRESH_DIR = Path(where)
+    return tuple(SEEDS)
 
 
 def check_chapter_parameters(seeds=None, steps=None, fresh=False) -> tuple[tuple[int, ...], int | None, bool]:
@@ -221,7 +209,6 @@ def check_chapter_parameters(seeds=None, steps=None, fresh=False) -> tuple[tuple
         if not fresh and steps != Budget().steps:
             raise _reject("steps", f"steps={steps} trains new runs, so it needs fresh=True "
                                    "(without it the chapter reads the committed study)")
-    _redirect_fresh_dir()
     return seeds, steps, fresh
 
 
@@ -250,7 +237,7 @@ def sanitize(nb, input_label: str):
     return nb
 
 
-FRESH_DIR_ENV = "LLAMANAT_FRESH_DIR"  # where a chapter's fresh=True runs go (tests: a tmp dir)
+from .study.results import FRESH_DIR_ENV  # noqa: E402  where a chapter's fresh=True runs go
 
 
 @contextmanager

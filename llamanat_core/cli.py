@@ -272,7 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("chapters", help="execute chapters with papermill into artifacts/",
-                       description="Execute chapters/NAME.ipynb into artifacts/NAME.ipynb (all by default).")
+                       description="Execute chapters/NAME.md into artifacts/NAME.ipynb (all by default).")
     p.add_argument("names", nargs="*", help="chapter names (default: all, in book order)")
     p.add_argument("--seeds", type=_seeds, default=None, help="papermill parameter `seeds`")
     p.add_argument("--steps", type=_positive, default=None, help="papermill parameter `steps`")

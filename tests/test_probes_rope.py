@@ -54,19 +54,25 @@ def test_rows_past_the_trained_length_get_no_gradient_and_only_decay():
 
 
 def test_trained_table_rows_past_the_trained_length_only_decay(tmp_path):
-    """A short abs_pos fit: rows the model never reads are init × (1 − lr·wd)^steps exactly;
-    the rows it reads move. (And the check can fail: an unrelated table is far off.)"""
+    """A short abs_pos fit saved as the study saves it (the stop step in the metadata):
+    rows the model never reads are init × (1 − lr·wd)^steps exactly; the rows it reads
+    move. (And the check can fail: an unrelated table is far off.)"""
+    import json
+
     from safetensors.torch import save_file
 
-    from llamanat_core.train import Budget, TaskSpec, fit
+    from llamanat_core.study import Run, execute, weights_step
+    from llamanat_core.train import Budget
 
-    budget = Budget(steps=15, n_train=128, n_val=16, n_test=16, checkpoints=(15,))
-    model = fit(variant_config("abs_pos"), TaskSpec("recall"), 0, budget).model
+    budget = Budget(steps=15, min_steps=15, eval_every=5, n_train=128, n_val=16, n_test=16,
+                    checkpoints=(15,))
+    _, weights = execute(Run("recall", "abs_pos", 0, budget=budget, compile=False))
     path = tmp_path / "t.safetensors"
-    save_file({"embed_positions.weight": model.embed_positions.weight.detach().clone()}, str(path))
-    out = probe.trained_table(path, seen=13, seed=0, budget=budget)
+    path.write_bytes(weights)
+    out = probe.trained_table(path, seen=13, seed=0)
+    assert out["steps"] == 15 and weights_step(path) == 15
     assert out["unseen_max_rel_dev"] < 1e-6
     assert out["seen_min_rel_change"] > 1e-3
     other = TinyLlama(variant_config("abs_pos"), seed=1).embed_positions.weight.detach().clone()
-    save_file({"embed_positions.weight": other}, str(path))
-    assert probe.trained_table(path, seen=13, seed=0, budget=budget)["unseen_max_rel_dev"] > 0.5
+    save_file({"embed_positions.weight": other}, str(path), metadata={"run": json.dumps({"step": 15})})
+    assert probe.trained_table(path, seen=13, seed=0)["unseen_max_rel_dev"] > 0.5

@@ -184,21 +184,26 @@ def untouched_rows(seed: int = 0, n_pairs: int = 4, batch: int = 64, budget: Bud
     }
 
 
-def trained_table(path, seen: int, seed: int = 0, budget: Budget = Budget()) -> dict:
+def trained_table(path, seen: int, seed: int = 0, lr: float = Budget().lr) -> dict:
     """Compare the trained `abs_pos` position table (safetensors at `path`) with its own
     initial rows: rows past the trained length should be init × (1 − lr·wd)^steps exactly
-    as float32 arithmetic gives it; rows inside it should have moved."""
+    as float32 arithmetic gives it, for the steps the weights were trained; rows inside
+    it should have moved."""
     from safetensors.torch import load_file
 
     cfg = variant_config("abs_pos")
     init = TinyLlama(cfg, seed=seed).embed_positions.weight.detach()
     trained = load_file(str(path))["embed_positions.weight"]
-    factor = torch.tensor(1 - budget.lr * torch.optim.AdamW([torch.zeros(1)]).defaults["weight_decay"])
+    from ..study import weights_step
+
+    steps = weights_step(path)
+    factor = torch.tensor(1 - lr * torch.optim.AdamW([torch.zeros(1)]).defaults["weight_decay"])
     predicted = init.clone()
-    for _ in range(budget.steps):  # the decay applied once per step, in float32
+    for _ in range(steps):  # the decay applied once per step, in float32
         predicted.mul_(factor)
     rel = lambda a, b: ((a - b).norm(dim=-1) / b.norm(dim=-1))  # noqa: E731 - per-row relative change
     return {
+        "steps": steps,
         "unseen_max_rel_dev": rel(trained[seen:], predicted[seen:]).max().item(),
         "unseen_norm": trained[seen:].norm(dim=-1).mean().item(),
         "seen_min_rel_change": rel(trained[:seen], init[:seen]).min().item(),

@@ -15,6 +15,7 @@ from .cache import (
     run_path,
     store,
     weights_path,
+    weights_step,
 )
 from .plan import (
     ALPHABET_VARIANTS,
@@ -32,6 +33,7 @@ from .results import (
     chapter_results,
     curves_frame,
     frame,
+    fresh_runs_dir,
     load_curves,
     load_results,
     run_study,
@@ -40,7 +42,8 @@ from .results import (
 )
 
 __all__ = ["STUDY_DIR", "WEIGHTS_DIR", "check_entry", "environment", "execute", "load_entry",
-           "load_weights", "run_path", "store", "weights_path", "ALPHABET_VARIANTS", "EXTRAPOLATE",
+           "load_weights", "run_path", "store", "weights_path", "weights_step", "ALPHABET_VARIANTS",
+           "EXTRAPOLATE",
            "MEASUREMENTS", "SEEDS", "STUDY_VERSION", "THETAS", "Run", "plan", "unique_runs",
-           "FRESH_DIR", "chapter_results", "curves_frame", "frame", "load_curves", "load_results",
-           "run_study", "summary_path", "write_summary"]
+           "FRESH_DIR", "fresh_runs_dir", "chapter_results", "curves_frame", "frame", "load_curves",
+           "load_results", "run_study", "summary_path", "write_summary"]

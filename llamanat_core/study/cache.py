@@ -69,6 +69,14 @@ def load_weights(run: Run, weights_dir: Path = WEIGHTS_DIR):
     return model.eval()
 
 
+def weights_step(path: Path) -> int:
+    """The training step at which a run's weights were saved (from their metadata)."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), "pt") as f:
+        return int(json.loads(f.metadata()["run"])["step"])
+
+
 def check_entry(path: Path) -> tuple[dict | None, str | None]:
     """(entry, None) if the file is a complete result whose record hashes to its name,
     else (None, why)."""

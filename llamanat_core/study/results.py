@@ -6,6 +6,7 @@ columns of every run, plus a row at the stop when a run went past 1,200 steps.
 """
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -144,11 +145,18 @@ def load_curves(cache_dir: Path = STUDY_DIR):
 
 
 FRESH_DIR = ROOT / ".fresh"  # a reader's own re-runs; never committed
+FRESH_DIR_ENV = "LLAMANAT_FRESH_DIR"
+
+
+def fresh_runs_dir() -> Path:
+    """Where a reader's fresh=True runs go: $LLAMANAT_FRESH_DIR if set (the chapter runner
+    sets it, tests point it at a temporary folder), else `.fresh/`."""
+    return Path(os.environ.get(FRESH_DIR_ENV) or FRESH_DIR)
 
 
 def chapter_results(measurements, fresh: bool = False, seeds=SEEDS, steps: int | None = None,
                     workers: int = 1, variants=None, regime: str | None = "finite",
-                    fresh_dir: Path = FRESH_DIR):
+                    fresh_dir: Path | None = None):
     """What a chapter publishes: the committed study, or (fresh=True) its runs re-trained
     here through the resumable runner with the given seeds and cap of steps.
     `variants` keeps only those rows (a chapter re-trains just what it shows); `regime`
@@ -185,7 +193,8 @@ def chapter_results(measurements, fresh: bool = False, seeds=SEEDS, steps: int |
     p = plan(tuple(measurements), seeds, budget, compile=compile_default(), regimes=regimes)
     if variants is not None:
         p = {m: [r for r in runs if r.variant in variants] for m, runs in p.items()}
-    entries = run_study(unique_runs(p), fresh_dir, workers=workers, weights_dir=Path(fresh_dir) / "weights")
+    where = fresh_runs_dir() if fresh_dir is None else Path(fresh_dir)
+    entries = run_study(unique_runs(p), where, workers=workers, weights_dir=where / "weights")
     df = frame(p, entries)
     if regime is not None:
         df = df[df.regime == regime].reset_index(drop=True)
