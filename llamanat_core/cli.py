@@ -143,6 +143,16 @@ def cmd_study(args) -> int:
         return 2
     only = tuple(args.only) if args.only else MEASUREMENTS + ("kv_cache",)
     measurements = tuple(m for m in only if m != "kv_cache")
+    options = {}
+    if args.address is not None and args.executor != "ray":
+        print("llamanat study: error: --address names a Ray cluster; add --executor ray",
+              file=sys.stderr)
+        return 2
+    if args.executor == "ray" and not args.list and measurements:
+        from .study.executors import check_ray
+
+        check_ray(args.address)  # before any work: Ray importable, the head reachable
+        options["address"] = args.address
     if args.list:
         for r in unique_runs(plan(measurements, seeds, budget, compile)) if measurements else ():
             print(r.key, r.label)
@@ -155,7 +165,8 @@ def cmd_study(args) -> int:
         return 0
     p = plan(measurements, seeds, budget, compile)
     weights_dir = WEIGHTS_DIR if cache_dir.resolve() == STUDY_DIR.resolve() else cache_dir / "weights"
-    entries = run_study(unique_runs(p), cache_dir, args.workers, weights_dir=weights_dir)
+    entries = run_study(unique_runs(p), cache_dir, args.workers, weights_dir=weights_dir,
+                        executor=args.executor, **options)
     if set(measurements) == set(MEASUREMENTS):
         write_summary(p, entries, cache_dir)
         print(f"study: summary written to {cache_dir / 'results.csv'} and {cache_dir / 'curves.csv'}",
@@ -250,11 +261,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("study", help="run the measurement plan (resumable, parallel)",
                        description="Run every run of the plan not already cached; killing it loses at most "
-                                   "the runs in flight.")
+                                   "the runs in flight. Runs train in a local process pool, or as Ray "
+                                   "tasks (--executor ray) on this machine or a cluster; either way "
+                                   "this process writes every run file.")
     p.add_argument("--only", nargs="+", choices=("matrix", "length", "sweep", "alphabet", "kv_cache"),
                    help="only these measurements (kv_cache re-measures the timings)")
     p.add_argument("--seeds", type=_seeds, default=None, help="e.g. 0-9 or 0,2 (default 0-9)")
-    p.add_argument("--workers", type=_positive, default=1, help="worker processes, one thread each")
+    p.add_argument("--workers", type=_positive, default=1,
+                   help="worker processes, one thread each (with --executor ray and no --address: "
+                        "the CPUs of the Ray instance started here)")
+    p.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="local: a process pool on this machine (default, starts nothing); "
+                        "ray: one Ray task per run, on a Ray instance started here or the "
+                        "cluster at --address")
+    p.add_argument("--address", default=None, metavar="HOST:PORT",
+                   help="the head of a running Ray cluster (`ray start --head` prints it); "
+                        "with --executor ray")
     p.add_argument("--quick", action="store_true", help="tiny budget (60 steps, seeds 0-1) into .quick/")
     p.add_argument("--steps", type=_positive, default=None,
                    help="the cap of steps (with --quick or --cache-dir)")

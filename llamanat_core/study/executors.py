@@ -4,12 +4,18 @@ every result into the cache itself, so workers need no shared file system and a 
 driver loses only the runs in flight.
 
 `local` is a pool of one-thread worker processes on this machine (the default).
+`ray` makes each run a Ray task (one CPU, one torch thread), on a Ray instance it starts
+here with `workers` CPUs, or on a running cluster at `address`. Ray is imported only
+when asked for, so the package works without it.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import socket
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
+from pathlib import Path
 
 import torch
 
@@ -40,4 +46,130 @@ def local(todo: list[Run], workers: int = 1) -> Iterator[Result]:
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-EXECUTORS = {"local": local}
+# ---------------------------------------------------------------- Ray
+
+class ExecutorError(ValueError):
+    """The executor cannot start: a one-line message that says what to do."""
+
+
+CONNECT_TIMEOUT = 10.0  # seconds to wait for a cluster's head to answer
+MAX_RETRIES = 3  # a task whose worker process dies is run again, up to this many times
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # llamanat_core, shipped to a cluster's nodes
+# Ray 2.60 advertises and binds a new node on the machine's network address; with its
+# single-machine mode (the default on macOS and Windows) every server binds 127.0.0.1.
+_SINGLE_MACHINE = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+def import_ray():
+    try:
+        import ray
+    except ImportError:
+        raise ExecutorError("Ray is not installed in this environment; install the project's "
+                            "requirements (pip install -r requirements.txt) or use --executor local"
+                            ) from None
+    return ray
+
+
+def check_address(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
+    """Fail within `timeout` seconds unless something listens at HOST:PORT (ray.init would
+    keep retrying an unreachable head for minutes)."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ExecutorError(f"--address must be the head's HOST:PORT (its GCS port, 6379 unless "
+                            f"`ray start --head --port` said otherwise), got {address!r}")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            pass
+    except OSError as e:
+        why = e.strerror or e.__class__.__name__
+        raise ExecutorError(f"no Ray cluster answers at {address} ({why}); start one with "
+                            f"`ray start --head` and pass the address it prints, or leave out "
+                            f"--address to start a Ray instance on this machine") from None
+
+
+def check_ray(address: str | None = None, timeout: float = CONNECT_TIMEOUT):
+    """What the command line checks before any work: Ray importable, the head reachable."""
+    ray = import_ray()
+    if address is not None:
+        check_address(address, timeout)
+    return ray
+
+
+def start_local(cpus: int, temp_dir: str | Path | None = None) -> None:
+    """A new Ray instance on this machine: `cpus` CPUs, servers on 127.0.0.1 only, no
+    dashboard, token authentication on (Ray 2.60's default for a new local instance; the
+    token is read from, or generated into, ~/.ray/auth_token unless RAY_AUTH_TOKEN is set).
+    `temp_dir` holds its sockets and logs (keep it short: Unix socket paths are limited to
+    about 107 characters)."""
+    ray = import_ray()
+    from ray._private import ray_constants
+
+    saved = ray_constants.ENABLE_RAY_CLUSTER, os.environ.get(_SINGLE_MACHINE)
+    ray_constants.ENABLE_RAY_CLUSTER = False  # this process
+    os.environ[_SINGLE_MACHINE] = "0"  # the servers it starts
+    try:
+        ray.init(num_cpus=cpus, include_dashboard=False, logging_level="warning",
+                 _temp_dir=None if temp_dir is None else str(temp_dir))
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved[0]
+        if saved[1] is None:
+            os.environ.pop(_SINGLE_MACHINE, None)
+        else:
+            os.environ[_SINGLE_MACHINE] = saved[1]
+
+
+def connect(address: str, timeout: float = CONNECT_TIMEOUT, ship_code: bool = True) -> None:
+    """Join the running cluster whose head is at `address` as its driver. `ship_code` sends
+    this llamanat_core with the job, so nodes need only the requirements and run exactly
+    the driver's code."""
+    ray = import_ray()
+    check_address(address, timeout)
+    env = {"py_modules": [str(PACKAGE_DIR)], "excludes": ["__pycache__"]} if ship_code else None
+    try:
+        ray.init(address=address, logging_level="warning", runtime_env=env)
+    except Exception as e:  # e.g. no token for a cluster with token authentication
+        first = (str(e).strip().splitlines() or [e.__class__.__name__])[0]
+        raise ExecutorError(f"could not join the Ray cluster at {address}: {first}") from None
+
+
+def _call(task: Callable[[Run], tuple[dict, bytes | None]], run: Run):
+    return task(run)
+
+
+def ray_executor(todo: list[Run], workers: int = 1, address: str | None = None,
+                 temp_dir: str | Path | None = None, max_retries: int = MAX_RETRIES,
+                 ship_code: bool = True, timeout: float = CONNECT_TIMEOUT,
+                 task: Callable[[Run], tuple[dict, bytes | None]] = execute) -> Iterator[Result]:
+    """Each run a Ray task of one CPU (`execute` sets one torch thread), retried up to
+    `max_retries` times if its worker process dies; results come back to this process.
+
+    Without `address` it starts a local instance of `workers` CPUs (`start_local`) and
+    shuts it down at the end; with one it joins that cluster (`workers` is then the
+    cluster's business). If this process is already connected to Ray it uses that
+    connection and leaves it open. `ship_code`: see `connect`. `task` replaces `execute`
+    (tests wrap it)."""
+    ray = import_ray()
+    owned = not ray.is_initialized()
+    if owned:
+        if address is None:
+            start_local(workers, temp_dir)
+        else:
+            connect(address, timeout, ship_code)
+    remote = ray.remote(_call).options(num_cpus=1, max_retries=max_retries)
+    pending: list = []
+    try:
+        runs = {remote.remote(task, run): run for run in todo}
+        pending = list(runs)
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            for ref in done:
+                entry, weights = ray.get(ref)
+                yield runs[ref], entry, weights
+    finally:  # interrupted: drop the tasks not yet returned
+        for ref in pending:
+            ray.cancel(ref)
+        if owned:
+            ray.shutdown()
+
+
+EXECUTORS = {"local": local, "ray": ray_executor}

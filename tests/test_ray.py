@@ -1,0 +1,240 @@
+"""The Ray executor: the same run files as the local pool, a killed worker's run retried
+and written once, a killed driver resumed to the same files, and bad input refused in one
+line with exit code 2.
+
+One local Ray instance (2 CPUs, ~2 s to start on a quiet machine) serves the module, and
+the killed driver joins it as a cluster. It runs with its own token (RAY_AUTH_TOKEN, so
+nothing is written to ~/.ray) and a short temporary folder (Ray's Unix socket paths are
+limited to about 107 characters).
+"""
+from __future__ import annotations
+
+import collections
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from llamanat_core.cli import main
+from llamanat_core.study import check_entry, plan, run_study, unique_runs
+from llamanat_core.study import results as results_module
+from llamanat_core.study.executors import ExecutorError, check_address, start_local
+from llamanat_core.study.plan import fingerprint_run
+from llamanat_core.train import Budget
+
+pytestmark = pytest.mark.pool
+
+TINY = ["--only", "sweep", "--seeds", "0", "--steps", "12"]  # the same 4 runs on the command line
+
+
+def tiny_runs():
+    """4 eager sweep runs, and one run whose weights are kept (the weights path too)."""
+    return unique_runs(plan(("sweep",), seeds=(0,), budget=Budget.for_steps(12), compile=False)) \
+        + [fingerprint_run()]
+
+
+def read_all(cache_dir: Path) -> dict[str, object]:
+    """Every run file (wall time aside, each checked) and every weights file, by name."""
+    out: dict[str, object] = {}
+    for p in sorted(Path(cache_dir).rglob("*")):
+        if p.suffix == ".json":
+            entry, why = check_entry(p)
+            assert entry is not None, f"{p.name}: {why}"
+            out[p.name] = {k: v for k, v in entry.items() if k != "seconds"}
+        elif p.suffix == ".safetensors":
+            out[p.name] = p.read_bytes()
+    return out
+
+
+def study(cache_dir: Path, **options) -> dict[str, dict]:
+    cache_dir = Path(cache_dir)
+    return run_study(tiny_runs(), cache_dir, workers=2, weights_dir=cache_dir / "weights",
+                     progress=False, **options)
+
+
+@pytest.fixture(scope="module")
+def token():
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RAY_AUTH_TOKEN", secrets.token_hex(32))
+        mp.delenv("RAY_AUTH_MODE", raising=False)  # Ray sets it when it enables tokens; undone after
+        yield os.environ["RAY_AUTH_TOKEN"]
+
+
+@pytest.fixture(scope="module")
+def ray_instance(token, tmp_path_factory):
+    """One local instance, started as `--executor ray` starts one, for the whole module."""
+    import ray
+
+    temp_dir = tmp_path_factory.mktemp("r")
+    assert len(str(temp_dir)) < 50, f"{temp_dir} is too long for Ray's socket paths"
+    start_local(2, temp_dir)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The tiny plan through the local pool, in this process."""
+    d = tmp_path_factory.mktemp("local")
+    run_study(tiny_runs(), d, workers=1, weights_dir=d / "weights", progress=False)
+    return read_all(d)
+
+
+@pytest.fixture
+def stores(monkeypatch):
+    """Counts the run files the driver writes, by key."""
+    counts = collections.Counter()
+    store = results_module.store
+
+    def counting(run, *args, **kwargs):
+        counts[run.key] += 1
+        return store(run, *args, **kwargs)
+
+    monkeypatch.setattr(results_module, "store", counting)
+    return counts
+
+
+def test_local_instance_is_private(ray_instance):
+    """Servers on 127.0.0.1, token authentication on, no dashboard."""
+    from ray._raylet import AuthenticationMode, get_authentication_mode
+
+    ctx = ray_instance.get_runtime_context()
+    assert ctx.gcs_address.startswith("127.0.0.1:")
+    assert get_authentication_mode() == AuthenticationMode.TOKEN
+    assert ray_instance.cluster_resources()["CPU"] == 2
+    assert ray_instance.nodes()[0]["NodeManagerAddress"] == "127.0.0.1"
+
+
+def test_ray_writes_the_same_files_as_the_local_pool(ray_instance, reference, tmp_path, stores):
+    study(tmp_path, executor="ray")
+    assert read_all(tmp_path) == reference  # run files (seconds aside) and weights, byte for byte
+    assert sorted(stores.values()) == [1] * len(tiny_runs())
+    stores.clear()
+    study(tmp_path, executor="ray")  # resumes: everything cached, nothing runs
+    assert not stores
+
+
+def test_a_killed_worker_is_retried_and_written_once(ray_instance, reference, tmp_path, stores):
+    started = tmp_path / "started"
+    started.mkdir()
+    folder = str(started)
+
+    def reporting(run):  # a closure: Ray ships it by value, so workers need not import tests/
+        import os
+        from pathlib import Path
+
+        from llamanat_core.study.cache import execute
+
+        Path(folder, f"{run.key}.{os.getpid()}").touch()  # this task runs in this worker
+        return execute(run)
+
+    killed = []
+
+    def kill_the_first_worker():
+        deadline = time.monotonic() + 120
+        while not killed and time.monotonic() < deadline:
+            for f in started.iterdir():
+                key, pid = f.name.split(".")
+                os.kill(int(pid), signal.SIGKILL)  # the task has just begun its fit
+                killed.append(key)
+                break
+            time.sleep(0.01)
+
+    killer = threading.Thread(target=kill_the_first_worker, daemon=True)
+    killer.start()
+    cache = tmp_path / "cache"
+    study(cache, executor="ray", task=reporting)
+    killer.join()
+    assert killed, "no worker was killed"
+    attempts = collections.Counter(f.name.split(".")[0] for f in started.iterdir())
+    assert attempts[killed[0]] >= 2, "the killed worker's run was not run again"
+    assert read_all(cache) == reference  # every file valid (check_entry) and as the local pool's
+    assert sorted(stores.values()) == [1] * len(tiny_runs())  # none written twice
+
+
+def test_a_killed_driver_resumes_to_the_same_files(ray_instance, token, reference, tmp_path, stores):
+    """A driver joins the running instance as a cluster (`--address`, its code shipped to
+    the workers) and is killed mid-plan; the study resumes to the local pool's files."""
+    cache = tmp_path / "cache"
+    address = ray_instance.get_runtime_context().gcs_address
+    env = {**os.environ, "LLAMANAT_COMPILE": "0", "RAY_AUTH_TOKEN": token}
+    cmd = [sys.executable, "-m", "llamanat_core.cli", "study", "--executor", "ray",
+           "--address", address, *TINY, "--cache-dir", str(cache)]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    runs_dir = cache / "runs"
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and proc.poll() is None and not list(runs_dir.glob("*.json")):
+            time.sleep(0.02)
+        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the driver; the cluster lives on
+        proc.wait()
+        proc.stderr.close()
+    done = {p.stem for p in runs_dir.glob("*.json")}
+    assert 1 <= len(done) < 4, f"the kill should land mid-plan, found {len(done)} finished runs"
+    for p in runs_dir.glob("*.json"):
+        assert check_entry(p)[0] is not None  # the runs written before the kill are complete
+    sweep = tiny_runs()[:4]
+    run_study(sweep, cache, workers=2, weights_dir=cache / "weights", progress=False, executor="ray")
+    assert set(stores) == {r.key for r in sweep} - done  # only what was missing
+    assert sorted(stores.values()) == [1] * len(stores)
+    assert read_all(cache) == {k: v for k, v in reference.items()
+                               if k in {f"{r.key}.json" for r in sweep}}
+
+
+# ---------------------------------------------------------------- bad input: one line, exit 2
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # nothing listens there once closed
+
+
+def error_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    return err[0]
+
+
+def test_an_unreachable_address_fails_fast(tmp_path, capsys):
+    t0 = time.monotonic()
+    address = f"127.0.0.1:{closed_port()}"
+    assert main(["study", "--executor", "ray", "--address", address, *TINY,
+                 "--cache-dir", str(tmp_path)]) == 2
+    line = error_line(capsys)
+    assert f"no Ray cluster answers at {address}" in line and "ray start --head" in line
+    assert time.monotonic() - t0 < 15
+    assert not (tmp_path / "runs").exists()  # nothing ran
+    with pytest.raises(ExecutorError, match="no Ray cluster answers"):
+        run_study(tiny_runs(), tmp_path, progress=False, executor="ray", address=address, timeout=2)
+    with pytest.raises(ExecutorError, match="HOST:PORT"):
+        check_address("no-port-here")
+
+
+def test_bad_executor_input(tmp_path, capsys, monkeypatch):
+    with pytest.raises(SystemExit) as e:  # argparse: usage and the choices
+        main(["study", "--executor", "dask", *TINY, "--cache-dir", str(tmp_path)])
+    assert e.value.code == 2
+    assert "invalid choice: 'dask'" in capsys.readouterr().err
+    assert main(["study", "--address", "127.0.0.1:6379", *TINY, "--cache-dir", str(tmp_path)]) == 2
+    assert "add --executor ray" in error_line(capsys)
+    monkeypatch.setitem(sys.modules, "ray", None)  # Ray not installed: `import ray` fails
+    assert main(["study", "--executor", "ray", *TINY, "--cache-dir", str(tmp_path)]) == 2
+    line = error_line(capsys)
+    assert "Ray is not installed" in line and "pip install -r requirements.txt" in line
+    assert not (tmp_path / "runs").exists()
+    # the default executor needs no Ray at all
+    assert main(["study", *TINY, "--cache-dir", str(tmp_path), "--list"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 4
+
