@@ -24,8 +24,10 @@ from .config import Config
 from .model import TinyLlama
 from .positional import permute_qk_state
 
-# Config fields whose non-reference values have no LlamaForCausalLM counterpart.
-_SUPPORTED = {"norm": "rms", "norm_position": "pre", "position": "rope", "mlp": "swiglu"}
+# Config fields whose non-reference values have no LlamaForCausalLM counterpart here
+# (transformers' attention_bias/mlp_bias are not mapped: the `bias` control stays ours).
+_SUPPORTED = {"norm": "rms", "norm_position": "pre", "position": "rope", "mlp": "swiglu",
+              "bias": False}
 
 
 def _dtype(module) -> torch.dtype:

@@ -21,7 +21,7 @@ def models():
     for v in PARITY_VARIANTS:
         cfg = variant_config(v)
         out[v, "init"] = TinyLlama(cfg).eval()
-        out[v, "trained"] = fit(cfg, TaskSpec("recall"), 0, Budget.short(50)).model.eval()
+        out[v, "trained"] = fit(cfg, TaskSpec("recall"), 0, Budget.for_steps(50)).model.eval()
     out["untied", "init"] = TinyLlama(variant_config("untied")).eval()
     out["theta100", "init"] = TinyLlama(variant_config("llama", rope_theta=100.0)).eval()
     return out
@@ -92,6 +92,7 @@ def test_interleaved_model_reaches_transformers_through_the_permutation(ids):
     (variant_config("llama", norm_position="none"), r"Config\.norm_position="),
     (variant_config("abs_pos"), r"Config\.position="),
     (variant_config("gelu_mlp"), r"Config\.mlp="),
+    (variant_config("bias"), r"Config\.bias="),
     (variant_config("llama", rope_pairing="interleaved"), r"Config\.rope_pairing="),
 ])
 def test_unsupported_variants_raise(cfg, field):
