@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from llamanat_core.cli import main
-from llamanat_core.study import check_entry, plan, run_study, unique_runs
+from llamanat_core.study import check_entry, plan, run_study, unique_runs, weights_path
 from llamanat_core.study import results as results_module
 from llamanat_core.study.executors import ExecutorError, check_address, start_local
 from llamanat_core.study.plan import fingerprint_run
@@ -162,13 +162,12 @@ def test_a_killed_worker_is_retried_and_written_once(ray_instance, reference, tm
 
 
 def test_a_killed_driver_resumes_to_the_same_files(ray_instance, token, reference, tmp_path, stores):
-    """A driver joins the running instance as a cluster (`--address`, its code shipped to
-    the workers) and is killed mid-plan; the study resumes to the local pool's files."""
+    """A driver with its own local Ray instance is killed mid-plan (its instance dies with
+    it); the study resumes, through Ray, to the local pool's files."""
     cache = tmp_path / "cache"
-    address = ray_instance.get_runtime_context().gcs_address
-    env = {**os.environ, "LLAMANAT_COMPILE": "0", "RAY_AUTH_TOKEN": token}
+    env = {**os.environ, "LLAMANAT_COMPILE": "0"}
     cmd = [sys.executable, "-m", "llamanat_core.cli", "study", "--executor", "ray",
-           "--address", address, *TINY, "--cache-dir", str(cache)]
+           "--workers", "1", *TINY, "--cache-dir", str(cache)]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             start_new_session=True)
     runs_dir = cache / "runs"
@@ -189,8 +188,9 @@ def test_a_killed_driver_resumes_to_the_same_files(ray_instance, token, referenc
     run_study(sweep, cache, workers=2, weights_dir=cache / "weights", progress=False, executor="ray")
     assert set(stores) == {r.key for r in sweep} - done  # only what was missing
     assert sorted(stores.values()) == [1] * len(stores)
-    assert read_all(cache) == {k: v for k, v in reference.items()
-                               if k in {f"{r.key}.json" for r in sweep}}
+    wanted = {f"{r.key}.json" for r in sweep} | {weights_path(r, cache).name
+                                                  for r in sweep if r.keeps_weights}
+    assert read_all(cache) == {k: v for k, v in reference.items() if k in wanted}
 
 
 # ---------------------------------------------------------------- bad input: one line, exit 2

@@ -149,6 +149,8 @@ def ray_executor(todo: list[Run], workers: int = 1, address: str | None = None,
     connection and leaves it open. `ship_code`: see `connect`. `task` replaces `execute`
     (tests wrap it)."""
     ray = import_ray()
+    if address is not None:
+        check_address(address, timeout)  # even when this process is already connected
     owned = not ray.is_initialized()
     if owned:
         if address is None:
