@@ -27,7 +27,8 @@ def prompts():
 @pytest.fixture(scope="module")
 def trained():
     """Every variant after 30 recall steps, so greedy generations are not constant."""
-    budget = Budget(steps=30, n_train=256, n_val=0, n_test=16, checkpoints=(30,))
+    budget = Budget(steps=30, min_steps=30, eval_every=10, n_train=256, n_val=16, n_test=16,
+                    checkpoints=(30,))
     return {v: fit(variant_config(v), TaskSpec("recall"), 0, budget).model for v in VARIANTS}
 
 

@@ -217,7 +217,8 @@ def test_an_unreachable_address_fails_fast(tmp_path, capsys):
     assert time.monotonic() - t0 < 15
     assert not (tmp_path / "runs").exists()  # nothing ran
     with pytest.raises(ExecutorError, match="no Ray cluster answers"):
-        run_study(tiny_runs(), tmp_path, progress=False, executor="ray", address=address, timeout=2)
+        run_study(tiny_runs(), tmp_path, weights_dir=tmp_path / "w", progress=False, executor="ray",
+                  address=address, timeout=2)
     with pytest.raises(ExecutorError, match="HOST:PORT"):
         check_address("no-port-here")
 

@@ -172,9 +172,10 @@ def test_killed_study_resumes_to_identical_results(reference_dir, tmp_path):
     assert 1 <= done < 4, f"the kill should land mid-study, found {done} finished runs"
     subprocess.run(cmd, cwd=tmp_path, env=env, check=True, capture_output=True)
     assert read_all(tmp_path) == read_all(reference_dir)
-    # the only files are finished runs and the summary: no temporary file survives
+    # the only files are finished runs and their kept weights: no temporary file survives
     left = {p.name for p in tmp_path.rglob("*") if p.is_file()}
-    assert left == {f"{k}.json" for k in read_all(reference_dir)} | {"results.csv", "curves.csv"}
+    kept = {study.weights_path(r, tmp_path).name for r in tiny_runs() if r.keeps_weights}
+    assert kept and left == {f"{k}.json" for k in read_all(reference_dir)} | kept
 
 
 def test_results_frames_are_tidy(reference_dir):
@@ -335,9 +336,10 @@ def test_committed_study_is_complete():
 
 @pytest.mark.pool
 def test_cli_on_committed_tree_has_nothing_to_run(tmp_path):
+    env = {**os.environ, "LLAMANAT_COMPILE": "1"}  # the committed study is compiled
     out = subprocess.run([sys.executable, "-m", "llamanat_core.cli", "study", "--workers", "2",
                           "--only", "matrix", "length", "sweep", "alphabet"],
-                         cwd=tmp_path, capture_output=True, text=True, check=True)
+                         cwd=tmp_path, capture_output=True, text=True, check=True, env=env)
     assert "nothing left to run" in out.stderr  # every run cached: nothing trains
     assert "running" not in out.stderr
 

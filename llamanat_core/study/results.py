@@ -20,9 +20,13 @@ from .plan import MEASUREMENTS, SEEDS, Run, plan, unique_runs
 
 
 def run_study(runs: list[Run], cache_dir: Path = STUDY_DIR, workers: int = 1,
-              weights_dir: Path = WEIGHTS_DIR, progress: bool = True,
+              weights_dir: Path | None = None, progress: bool = True,
               executor: str = "local", **executor_options) -> dict[str, dict]:
-    """Train what is not cached and store each result as it arrives; return all entries."""
+    """Train what is not cached and store each result as it arrives; return all entries.
+
+    Kept weights go to `weights_dir`; by default the committed study's folder for the
+    committed study, and `cache_dir/weights` for any other cache (so a scratch study
+    never writes into the repository)."""
     from tqdm.auto import tqdm
 
     if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
@@ -30,6 +34,8 @@ def run_study(runs: list[Run], cache_dir: Path = STUDY_DIR, workers: int = 1,
     if executor not in EXECUTORS:
         raise ValueError(f"unknown executor {executor!r}; choose one of {sorted(EXECUTORS)}")
     cache_dir = Path(cache_dir)
+    if weights_dir is None:
+        weights_dir = WEIGHTS_DIR if cache_dir.resolve() == STUDY_DIR.resolve() else cache_dir / "weights"
     entries = {r.key: e for r in runs if (e := load_entry(cache_dir, r, weights_dir)) is not None}
     todo = [r for r in runs if r.key not in entries]
     say = (lambda msg: print(f"study: {msg}", file=sys.stderr)) if progress else (lambda msg: None)
@@ -113,11 +119,17 @@ def curves_path(cache_dir: Path = STUDY_DIR) -> Path:
     return Path(cache_dir) / "curves.csv"
 
 
+def _write_if_changed(path: Path, text: str) -> None:
+    """Atomically, and not at all when the file already says exactly this."""
+    if not (path.exists() and path.read_text() == text):
+        atomic_write_text(path, text)
+
+
 def write_summary(p: dict[str, list[Run]], entries: dict[str, dict], cache_dir: Path = STUDY_DIR):
     df = frame(p, entries)
-    atomic_write_text(summary_path(cache_dir), df.to_csv(index=False, float_format="%.10g"))
+    _write_if_changed(summary_path(cache_dir), df.to_csv(index=False, float_format="%.10g"))
     curves = curves_frame(unique_runs(p), entries)
-    atomic_write_text(curves_path(cache_dir), curves.to_csv(index=False, float_format="%.6g"))
+    _write_if_changed(curves_path(cache_dir), curves.to_csv(index=False, float_format="%.6g"))
     return df
 
 
