@@ -316,6 +316,13 @@ def test_committed_artifact_has_the_source_cells(path):
 CONFIG_DECIMALS = {
     "0.02": "init std of the reference configuration",
     "1.5": "GELU width factor of the gelu_mlp control (1.5 x 192 = 288)",
+    # fixed in advance, stated on the method page and checked against the code there
+    "0.90": "the solve threshold, Budget.solve_at",
+    "0.05": "the level of every verdict and the equivalence margin (stats.ALPHA, EQUIVALENCE_MARGIN)",
+    "0.8": "lower bound of an equivalent time-to-solve ratio (stats.RATIO_BOUNDS)",
+    "1.25": "upper bound of an equivalent time-to-solve ratio (stats.RATIO_BOUNDS)",
+    "0.002": "the smallest exact sign-flip p with 10 seeds, 2/1,024 (stats.min_sign_flip_p)",
+    "0.0071": "Holm's first threshold over 7 comparisons, 0.05/7",
 }
 _ROLE = re.compile(r"\{(?:glue(?::\w+)?|doc|ref|numref|eq|cite(?::\w+)?|download|term)\}`[^`]*`")
 _URL = re.compile(r"https?://\S+")
@@ -402,5 +409,11 @@ def test_method_page_states_the_budget_of_the_code():
     for value in (f"{b.steps:,}", f"{b.n_train:,}", f"{b.n_test:,}", f"batches of {b.batch_size}",
                   f"clipped at {b.clip:g}", *(f"{c:,}" for c in b.checkpoints)):
         assert value in text, f"book/method.md does not state {value!r} from Budget()"
+    from llamanat_core import stats
+
+    assert f"at least {b.solve_at:.2f} for three" in text and b.solved_evals == 3
+    assert f"inside {stats.RATIO_BOUNDS[0]:g}–{stats.RATIO_BOUNDS[1]:g}" in text
+    assert f"p below {stats.ALPHA:g} after Holm" in text
+    assert f"{stats.min_sign_flip_p(10):.3f}" in text and f"{stats.ALPHA / 7:.4f}" in text
     lr = re.search(r"learning rate `([^`]+)`", text)
     assert lr and float(lr.group(1)) == b.lr, "book/method.md states another learning rate"
