@@ -20,8 +20,9 @@ import torch  # noqa: E402
 torch.set_num_threads(1)
 
 ROOT = Path(__file__).resolve().parent.parent
-# Caches that Python, pytest and ruff keep for themselves, and the virtualenv.
-_NOT_CHECKED = {".git", ".venv", "__pycache__", ".pytest_cache", ".ruff_cache"}
+# Caches that Python, pytest and ruff keep for themselves, the virtualenv, and the built book
+# (`make test` builds it before the browser test reads it and saves screenshots beside it).
+_NOT_CHECKED = {".git", ".venv", "__pycache__", ".pytest_cache", ".ruff_cache", "_build"}
 _BEFORE = pytest.StashKey[tuple]()
 
 

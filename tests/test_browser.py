@@ -4,7 +4,7 @@ Every page of `_build/html` is served on 127.0.0.1 and loaded in Debian's chromi
 driven over the DevTools protocol (websocket-client, pinned). For each page: every
 <img> has a non-zero natural size, the console shows no error, no exception is thrown,
 no request leaves 127.0.0.1 (the book reads offline: MathJax, fonts and scripts are all
-local), and a full-page screenshot goes to artifacts/screenshots/ (gitignored). On chapter
+local), and a full-page screenshot goes to _build/screenshots/ (build output). On chapter
 pages, no plumbing is on show: no visible code cell holds a glue call, the parameters or
 their check.
 
@@ -31,7 +31,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "_build" / "html"
-SHOTS = ROOT / "artifacts" / "screenshots"
+SHOTS = ROOT / "_build" / "screenshots"  # beside the built book, never in the sources
 REQUIRE = os.environ.get("LLAMANAT_REQUIRE_BOOK") == "1"
 VIEWPORT = (1280, 900)
 MAX_SHOT_HEIGHT = 16_000  # CSS pixels; longer pages are cut (the checks still cover all of it)
