@@ -73,10 +73,10 @@ def value_offsets(n_pairs: int) -> list[int]:
 
 def steady_pairs(theta: float, n_pairs: int, head_dim: int = HEAD_DIM) -> int:
     """How many channel pairs turn less than a quarter turn between the nearest and the
-    farthest value of an n-pair item, seen from the answer position. Through such a
-    pair, one query/key alignment scores every value alike, wherever it sits (the cosine
-    of the rotation keeps its sign); a pair that turns further scores the same key
-    differently at different distances."""
+    farthest value of an n-pair item, seen from the answer position. Such a pair can be
+    aligned so that every value's angle stays within an eighth of a turn of the best
+    one, scoring a match nearly alike wherever the value sits; a pair that turns further
+    scores the same key differently at different distances."""
     offsets = value_offsets(n_pairs)
     width = offsets[-1] - offsets[0]
     inv = inverse_frequencies(head_dim, theta).double()
