@@ -307,13 +307,14 @@ def _verdict_text(rows: pd.DataFrame, finding: Finding) -> tuple[str, str]:
 
     if rows.empty:
         return finding.no_test or "no comparison of the study tests it", "–"
-    tests = []
+    by_comparison: dict[str, list[str]] = {}
     for t in finding.tests:
         own = rows[(rows.control == t.control) & (rows.metric.map(_metric_base) == t.metric)]
         if len(own):
             test = own.test.iloc[0]
-            tests.append(f"{t.control} vs {own.reference.iloc[0]}, "
-                         f"{METRIC_LABELS.get(t.metric, t.metric)} ({TEST_NAMES.get(test, test)})")
+            by_comparison.setdefault(f"{t.control} vs {own.reference.iloc[0]}", []).append(
+                f"{METRIC_LABELS.get(t.metric, t.metric)} ({TEST_NAMES.get(test, test)})")
+    tests = [f"{c}: {', '.join(metrics)}" for c, metrics in by_comparison.items()]
     verdicts = [f"{regime}: " + ", ".join(g.verdict) for regime, g in rows.groupby("regime", sort=True)]
     return "; ".join(tests), "; ".join(verdicts)
 
