@@ -227,29 +227,7 @@ def loss_at_stop(curves: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values(["task", "variant", "regime", "seed"]).reset_index(drop=True)
 
 
-def curves_of(results: pd.DataFrame, fresh: bool = False) -> pd.DataFrame:
-    """The dense curves (one row per run and evaluation, as `load_curves`) of exactly the
-    runs in `results`: from the committed study, or, for a reader's fresh=True results,
-    from the run files of their own runs (`fresh_runs_dir()`)."""
-    import json
-
-    from .study.results import fresh_runs_dir, load_curves
-
-    ident = ["run", "task", "variant", "regime", "seed", "answer", "rope_theta", "censored",
-             "solve_step", "stop_step"]
-    keys = results.drop_duplicates("run")[ident]
-    if not fresh:
-        curves = load_curves()
-        return curves[curves.run.isin(keys.run)].reset_index(drop=True)
-    rows = []
-    for r in keys.itertuples(index=False):
-        path = fresh_runs_dir() / "runs" / f"{r.run}.json"
-        dense = json.loads(path.read_text())["dense"]
-        rows += [{**r._asdict(), **point} for point in dense]
-    return pd.DataFrame(rows)
-
-
 __all__ = ["ClaimError", "claim", "study_verdicts", "select", "verdict_row", "verdict_table",
            "verdict_counts", "effect_text", "p_text", "runs", "solve_table", "loss_at_stop",
            "REGIMES", "REGIME_NAMES"]
-__all__ += ["solve_rows", "curves_of"]
+__all__ += ["solve_rows"]
