@@ -153,3 +153,25 @@ def test_every_committed_checkpoint_is_its_runs_at_1200_steps():
         with safe_open(str(alphabet.checkpoint_dir() / name), "pt") as f:
             meta = json.loads(f.metadata()["run"])
         assert meta["run"] == run.key and meta["step"] == alphabet.CHECKPOINT, name
+
+
+def test_every_committed_checkpoint_scores_its_runs_recorded_accuracy():
+    """The replayed weights are the study's models, not merely files that name them: each
+    scores exactly the test accuracy its committed run recorded at the checkpoint."""
+    from llamanat_core.probes import alphabet
+    from llamanat_core.study import SEEDS, load_results
+    from llamanat_core.tasks import Recall
+    from llamanat_core.train import score
+
+    res = load_results()
+    at = res[(res.measurement == "alphabet") & (res.step == alphabet.CHECKPOINT)].drop_duplicates("run")
+    recorded = dict(zip(at.run, at.test_acc))
+    for v in alphabet.CHECKPOINT_VARIANTS:
+        for a in alphabet.FORMULATIONS:
+            for s in SEEDS:
+                run = alphabet.checkpoint_run(v, a, s)
+                model = alphabet.load_checkpoint(v, a, s)
+                task = Recall(s, 4, a)
+                b = run.budget
+                test = task.splits(b.n_train, b.n_val, b.n_test).test
+                assert score(model, task, test) == recorded[run.key], run.label
