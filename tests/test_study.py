@@ -364,3 +364,24 @@ def test_weights_torch_threads_are_restored():
     before = torch.get_num_threads()
     study.execute(Run("addition", "mqa", 0, budget=TINY, compile=False))
     assert torch.get_num_threads() == before
+
+
+def test_chapter_curves_are_the_curves_of_chapter_results_runs(tmp_path, monkeypatch):
+    """Committed: the curves of exactly the runs `chapter_results` returns. Fresh: the
+    reader's own runs, trained into the fresh folder (and only there)."""
+    from llamanat_core.study import chapter_curves, chapter_results
+
+    results = chapter_results(["matrix"], seeds=[0], variants=["llama"], regime=None)
+    curves = chapter_curves(["matrix"], seeds=[0], variants=["llama"])
+    assert set(curves.run) == set(results.run) and curves.run.nunique() == 4
+    assert set(chapter_curves(["matrix"], seeds=[0], variants=["llama"], regime="fresh").regime) == {"fresh"}
+    with pytest.raises(ValueError, match="fresh=True"):
+        chapter_curves(["matrix"], steps=100)
+    monkeypatch.setenv("LLAMANAT_COMPILE", "0")
+    fresh = chapter_curves(["matrix"], fresh=True, seeds=[0], steps=8, variants=["llama"],
+                           regime="finite", fresh_dir=tmp_path)
+    assert fresh.run.nunique() == 2 and set(fresh.task) == {"addition", "recall"}
+    assert (fresh.stop_step <= 8).all() and set(fresh.regime) == {"finite"}
+    again = chapter_results(["matrix"], fresh=True, seeds=[0], steps=8, variants=["llama"],
+                            fresh_dir=tmp_path)  # the same runs, read back from the cache
+    assert set(again.run) == set(fresh.run)

@@ -211,3 +211,38 @@ def chapter_results(measurements, fresh: bool = False, seeds=SEEDS, steps: int |
     if regime is not None:
         df = df[df.regime == regime].reset_index(drop=True)
     return df
+
+
+def chapter_curves(measurements, fresh: bool = False, seeds=SEEDS, steps: int | None = None,
+                   workers: int = 1, variants=None, regime: str | None = None,
+                   fresh_dir: Path | None = None):
+    """The dense training and validation curves of the runs `chapter_results` returns with
+    the same arguments: the committed `curves.csv` (filtered), or with fresh=True those of
+    the reader's own runs (trained first if `chapter_results` has not trained them yet)."""
+    from ..fast import compile_default
+    from .plan import check_seeds
+
+    if isinstance(measurements, str):
+        measurements = (measurements,)
+    seeds = check_seeds(int(s) for s in seeds)
+    if not fresh:
+        if steps not in (None, Budget().steps):
+            raise ValueError(f"steps={steps} applies only with fresh=True; the committed "
+                             f"study used a cap of {Budget().steps}")
+        runs = {r.key for rs in plan(tuple(measurements), seeds, Budget()).values() for r in rs}
+        df = load_curves()
+        keep = df.run.isin(runs)  # the plan's runs: its measurements and seeds
+        if variants is not None:
+            keep &= df.variant.isin(variants)
+        if regime is not None:
+            keep &= df.regime == regime
+        return df[keep].reset_index(drop=True)
+    budget = Budget.for_steps(None if steps is None else int(steps))
+    regimes = ("finite", "fresh") if regime is None else (regime,)
+    p = plan(tuple(measurements), seeds, budget, compile=compile_default(), regimes=regimes)
+    if variants is not None:
+        p = {m: [r for r in runs if r.variant in variants] for m, runs in p.items()}
+    where = fresh_runs_dir() if fresh_dir is None else Path(fresh_dir)
+    entries = run_study(unique_runs(p), where, workers=workers, weights_dir=where / "weights",
+                        progress=False)
+    return curves_frame(unique_runs(p), entries)
