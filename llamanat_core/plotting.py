@@ -14,9 +14,15 @@ The figure functions (`seed_points`, `seed_curves`, `summary_figure`) take seed 
 and tidy frames from `llamanat_core.report`; every accuracy figure draws its chance
 floor (`chance_line`), and seeds shared by several rows are joined by thin lines, so a
 reader sees which seed moved which way.
+
+The attention figures (`attention_heatmap`, `attention_grid`, `position_heatmap`, and the
+task summaries `recall_attention_figure`, `recall_by_pair_figure`,
+`addition_attention_figure`) draw what `llamanat_core.mechanism` returns, on the
+sequential `HEAT_CMAP` with token names on the axes and a colour bar.
 """
 from __future__ import annotations
 
+import math
 import sys
 import warnings
 
@@ -348,7 +354,312 @@ def loss_figure(curves, variant: str, task: str, regimes=("finite", "fresh"), hl
     return fig
 
 
+# ---------------------------------------------------------------- attention maps
+
+HEAT_CMAP = "cividis"  # sequential, built to read the same under colour-vision deficiencies
+MAP_LABEL = "attention weight"
+
+
+def _heat_cmap():
+    return matplotlib.colormaps[HEAT_CMAP].with_extremes(bad="white")  # masked cells: blank
+
+
+def attention_heatmap(ax, weights, tokens, query_tokens=None, title: str | None = None,
+                      vmax: float = 1.0, colorbar: bool = True):
+    """One attention map: rows are queries, columns the keys they read, both labelled
+    with token names; what a query cannot see (later positions) is left blank.
+
+    `weights` is (T, T), or (Tq, T) for the last Tq queries with `query_tokens` naming
+    them (e.g. only the answer position). Returns the image, for a shared colour bar."""
+    w = np.asarray(weights, dtype=float)
+    rows = list(tokens) if query_tokens is None else list(query_tokens)
+    if w.shape != (len(rows), len(tokens)):
+        raise ValueError(f"weights of shape {w.shape} do not match {len(rows)} query and "
+                         f"{len(tokens)} key labels")
+    future = np.triu(np.ones(w.shape, dtype=bool), k=1 + len(tokens) - len(rows))  # (Tq, T)
+    im = ax.imshow(np.ma.masked_array(w, future), cmap=_heat_cmap(), vmin=0.0, vmax=vmax,
+                   aspect="auto", interpolation="nearest")
+    ax.set_xticks(np.arange(len(tokens)))
+    ax.set_xticklabels(tokens, rotation=90, fontsize=7)
+    ax.set_yticks(np.arange(len(rows)))
+    ax.set_yticklabels(rows, fontsize=7)
+    ax.set_xlabel("key (position read)")
+    ax.set_ylabel("query (position reading)")
+    ax.grid(False)
+    if title:
+        ax.set_title(title, fontsize=9)
+    if colorbar:
+        ax.figure.colorbar(im, ax=ax, label=MAP_LABEL, fraction=0.046, pad=0.02)
+    return im
+
+
+def attention_grid(maps, tokens, title: str | None = None):
+    """Every layer and head of one item (`maps` (L, H, T, T), from
+    `mechanism.item_attention`): one row of heatmaps per layer, one colour bar."""
+    import matplotlib.pyplot as plt
+
+    use_book_style()
+    maps = np.asarray(maps, dtype=float)
+    n_layers, n_heads, t, _ = maps.shape
+    side = max(2.3, 0.16 * t)  # inches per panel: room for one label per token
+    fig, axes = plt.subplots(n_layers, n_heads, figsize=(side * n_heads + 1.0, side * n_layers + 0.8),
+                             squeeze=False, sharex=True, sharey=True)
+    for layer in range(n_layers):
+        for head in range(n_heads):
+            ax = axes[layer, head]
+            im = attention_heatmap(ax, maps[layer, head], tokens,
+                                   title=f"layer {layer + 1} head {head + 1}", colorbar=False)
+            ax.label_outer()  # axis labels on the outer panels only
+    fig.colorbar(im, ax=axes, label=MAP_LABEL, fraction=0.025, pad=0.02)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def position_heatmap(ax, frame, title: str | None = None, mark=("queried key", "queried value"),
+                     colorbar: bool = True):
+    """One query's attention over the positions of one item, every layer and head a row:
+    `frame` is `mechanism.recall_item` (columns: position, token, role). Tokens whose role
+    is in `mark` get a coloured, bold label (the pair asked about)."""
+    w = frame.to_numpy(dtype=float)  # (L*H, T)
+    im = ax.imshow(w, cmap=_heat_cmap(), vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
+    ax.set_xticks(np.arange(w.shape[1]))
+    ax.set_xticklabels(frame.columns.get_level_values("token"), rotation=90, fontsize=7.5)
+    for label, role in zip(ax.get_xticklabels(), frame.columns.get_level_values("role")):
+        if role in mark:
+            label.set_color(VERMILLION)
+            label.set_fontweight("bold")
+    ax.set_yticks(np.arange(w.shape[0]))
+    ax.set_yticklabels([f"L{layer} H{head}" for layer, head in frame.index], fontsize=8)
+    ax.set_xlabel("position read (the pair asked about in bold)")
+    ax.set_ylabel("layer, head")
+    ax.grid(False)
+    if title:
+        ax.set_title(title, fontsize=9)
+    if colorbar:
+        ax.figure.colorbar(im, ax=ax, label=MAP_LABEL, fraction=0.03, pad=0.02)
+    return im
+
+
+def recall_attention_figure(summaries: dict, value: str = "mass"):
+    """The recall summary (`mechanism.recall_attention`) as heatmaps: one row per model,
+    one column per list length; in each, every layer and head (rows) against the roles
+    the answer position reads (columns). `summaries` maps a label to a frame."""
+    import matplotlib.pyplot as plt
+
+    from .mechanism import RECALL_ROLES
+
+    use_book_style()
+    lengths = sorted({int(n) for df in summaries.values() for n in df.n_pairs})
+    fig, axes = plt.subplots(len(summaries), len(lengths), squeeze=False, sharex=True, sharey=True,
+                             figsize=(2.6 * len(lengths) + 1.6, 2.6 * len(summaries) + 0.6))
+    for r, (label, df) in enumerate(summaries.items()):
+        for c, n in enumerate(lengths):
+            ax = axes[r, c]
+            d = df[df.n_pairs == n].pivot_table(index=["layer", "head"], columns="role", values=value)
+            d = d[list(RECALL_ROLES)]  # (L*H, roles)
+            im = ax.imshow(d.to_numpy(), cmap=_heat_cmap(), vmin=0.0, vmax=1.0, aspect="auto",
+                           interpolation="nearest")
+            ax.grid(False)
+            ax.set_title(f"{label}: {n} pairs", fontsize=9)
+            ax.set_xticks(np.arange(len(RECALL_ROLES)))
+            ax.set_xticklabels(RECALL_ROLES, rotation=45, ha="right", fontsize=8)
+            ax.set_yticks(np.arange(len(d)))
+            ax.set_yticklabels([f"L{layer} H{head}" for layer, head in d.index], fontsize=8)
+        axes[r, 0].set_ylabel("layer, head")
+    fig.colorbar(im, ax=axes, label="attention mass from the answer position", fraction=0.03, pad=0.02)
+    return fig
+
+
+def recall_by_pair_figure(ax, summaries: dict, layer: int, train_pairs: int = 4,
+                          colors: dict | None = None):
+    """Mass on the queried value against which pair was asked about (`mechanism.recall_by_pair`),
+    the mean of the layer's heads, one line per label; the training length is marked and
+    the dotted floor is what a uniform head would give one position."""
+    for i, (label, df) in enumerate(summaries.items()):
+        d = df[df.layer == layer].groupby("pair").mass.mean()
+        color = (colors or {}).get(label) or VARIANT_COLORS.get(str(label).split()[0]) or PALETTE[i]
+        ax.plot(d.index, d.values, color=color, marker="o", ms=4, label=str(label))
+    n = max(int(df.n_pairs.max()) for df in summaries.values())
+    ax.axvline(train_pairs + 0.5, color=CHANCE_COLOR, lw=0.9, ls="--")
+    ax.annotate("training length", xy=(train_pairs + 0.5, 1.0), xycoords=("data", "axes fraction"),
+                xytext=(3, -2), textcoords="offset points", ha="left", va="top", fontsize=7.5,
+                color=CHANCE_COLOR)
+    uniform = 1 / (3 * n + 1)  # one position's share of a uniform row at this length
+    ax.axhline(uniform, color=CHANCE_COLOR, lw=0.9, ls=":")
+    ax.set_xticks(np.arange(1, n + 1))
+    ax.set_xlim(0.5, n + 0.5)
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("queried pair (1 = first in the list)")
+    ax.set_ylabel(f"mass on the queried value\n(layer {layer}, mean of heads)")
+    legend_outside(ax, fontsize=8)
+    return ax
+
+
+def addition_attention_figure(summaries: dict, layers=None):
+    """The addition summary (`mechanism.addition_attention`) as heatmaps: one row per
+    (model, layer), one column per head; in each, the chain token being predicted (rows)
+    against the operand digit read (columns), "other" being every other position."""
+    import matplotlib.pyplot as plt
+
+    from .mechanism import ADDITION_SOURCES, CHAIN
+
+    use_book_style()
+    first = next(iter(summaries.values()))
+    layers = sorted(set(first.layer)) if layers is None else list(layers)
+    heads = sorted(set(first["head"]))
+    rows = [(label, layer) for label in summaries for layer in layers]
+    fig, axes = plt.subplots(len(rows), len(heads), squeeze=False, sharex=True, sharey=True,
+                             figsize=(2.1 * len(heads) + 1.8, 2.0 * len(rows) + 0.9))
+    for r, (label, layer) in enumerate(rows):
+        df = summaries[label]
+        for c, head in enumerate(heads):
+            ax = axes[r, c]
+            d = df[(df.layer == layer) & (df["head"] == head)].pivot(
+                index="target", columns="source", values="mass").loc[list(CHAIN), list(ADDITION_SOURCES)]
+            im = ax.imshow(d.to_numpy(), cmap=_heat_cmap(), vmin=0.0, vmax=1.0, aspect="auto",
+                           interpolation="nearest")
+            ax.grid(False)
+            ax.set_title(f"{label}: L{layer} H{head}", fontsize=8)
+            ax.set_xticks(np.arange(len(ADDITION_SOURCES)))
+            ax.set_xticklabels(ADDITION_SOURCES, rotation=60, ha="right", fontsize=7.5)
+            ax.set_yticks(np.arange(len(CHAIN)))
+            ax.set_yticklabels(CHAIN, fontsize=7.5)
+        axes[r, 0].set_ylabel("predicting")
+    for ax in axes[-1]:
+        ax.set_xlabel("operand digit read")
+    fig.colorbar(im, ax=axes, label="attention mass", fraction=0.03, pad=0.02)
+    return fig
+
+
+# ---------------------------------------------------------------- every verdict at once
+# Added for the closing chapter: the study's effects with their intervals, one row per
+# comparison, coloured by verdict.
+
+VERDICT_COLORS = {"better": GREEN, "worse": VERMILLION, "equivalent": BLUE,
+                  "both at chance": ORANGE, "undecided": NEUTRAL}
+REGIME_MARKERS = {"finite": "o", "fresh": "s"}
+FOREST_METRICS = ("time_to_solve", "test_acc", "test_acc_8", "test_acc_12")
+FOREST_TITLES = {"time_to_solve": "time to solve", "test_acc": "accuracy",
+                 "test_acc_8": "accuracy at 8 pairs", "test_acc_12": "accuracy at 12 pairs"}
+RATIO_LIMITS = (1 / 8, 8.0)  # the time panel's x range; effects beyond it sit on the edge
+
+
+def _forest_values(row, ratio: bool):
+    """(point, low, high, clipped) in the panel's unit: the median ratio as is (log axis),
+    accuracy gaps in points. An effect outside the ratio limits (0 or ∞: one row never
+    reached half its seeds solved) is drawn on the edge and flagged; an undefined effect
+    (NaN) has no point."""
+    if not ratio:
+        return 100 * row.effect, 100 * row.ci_low, 100 * row.ci_high, 0
+    lo_lim, hi_lim = RATIO_LIMITS
+
+    def clip(x):
+        return x if math.isnan(x) else min(max(x, lo_lim), hi_lim)
+    e = row.effect
+    clipped = 0 if math.isnan(e) else (1 if e > hi_lim else -1 if e < lo_lim else 0)
+    return clip(row.effect), clip(row.ci_low), clip(row.ci_high), clipped
+
+
+def forest_figure(v, metrics=FOREST_METRICS, regimes=("finite", "fresh")):
+    """Every verdict of `v` (the frame of `stats.verdicts`) as a forest plot.
+
+    One row per comparison and task (matrix, sweep and alphabet comparisons in the order
+    of `v`), one panel per metric: the time to solve as the ratio of median steps,
+    control / reference, on a log axis (below 1: the control solves sooner); accuracies
+    as the paired gap control − reference in points. Each regime is a marker (finite: a
+    circle, fresh: a square) with its 95 % interval, coloured by its verdict; the shaded
+    band is the equivalence region (0.8–1.25, ±5 points). A ratio of 0 or ∞ (one row
+    never reached half its seeds solved) sits on the panel's edge as a triangle."""
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    from . import stats
+
+    use_book_style()
+    if len(v) == 0:
+        raise ValueError("no verdicts to draw")
+    base = v.metric.str.split("@").str[0]
+    unknown = sorted(set(metrics) - set(FOREST_TITLES))
+    if unknown:
+        raise ValueError(f"unknown metric(s) {unknown}; choose from {list(FOREST_TITLES)}")
+    keep = base.isin(metrics) & v.regime.isin(regimes)
+    if not keep.any():
+        raise ValueError(f"no verdicts for metrics {list(metrics)} in regimes {list(regimes)}")
+    d = v[keep].assign(base=base[keep])
+    rows = list(dict.fromkeys(zip(d.comparison, d.task)))
+    kind = dict(zip(zip(d.comparison, d.task), d.measurement))
+    control = dict(zip(zip(d.comparison, d.task), d.control))
+    group = {r: r[1] if kind[r] in ("matrix", "length") else kind[r] for r in rows}
+
+    def row_label(r):  # matrix rows are all against llama (the caption says so)
+        if group[r] == r[1]:
+            return f"{control[r]} · {r[1]}"
+        return r[0].replace("rope_theta=", "base ")
+    y_of = {r: i for i, r in enumerate(rows)}
+    offset = {r: (k - (len(regimes) - 1) / 2) * 0.32 for k, r in enumerate(regimes)}
+    width = [1.35 if m == "time_to_solve" else 1.0 for m in metrics]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(1.9 * len(metrics) + 2.6, 0.27 * len(rows) + 1.6),
+                             sharey=True, squeeze=False, gridspec_kw={"width_ratios": width})
+    axes = axes[0]
+    for ax, metric in zip(axes, metrics):
+        ratio = metric == "time_to_solve"
+        if ratio:
+            ax.set_xscale("log")
+            ax.set_xlim(*RATIO_LIMITS)
+            ax.axvspan(*stats.RATIO_BOUNDS, color="0.9", lw=0, zorder=0)
+            ax.axvline(1.0, color="0.45", lw=0.8, zorder=1)
+            ax.set_xticks([0.125, 0.25, 0.5, 1, 2, 4, 8])
+            ax.set_xticklabels(["⅛", "¼", "½", "1", "2", "4", "8"], fontsize=8)
+            ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+            ax.set_xlabel("median steps, control / reference\n← control sooner · later →", fontsize=8)
+            ax.set_title("time to solve\n(log scale)", fontsize=9)
+        else:
+            margin = 100 * stats.EQUIVALENCE_MARGIN
+            ax.axvspan(-margin, margin, color="0.9", lw=0, zorder=0)
+            ax.axvline(0.0, color="0.45", lw=0.8, zorder=1)
+            ax.set_xlim(-105, 105)
+            ax.set_xticks([-100, -50, 0, 50, 100])
+            ax.tick_params(axis="x", labelsize=8)
+            ax.set_xlabel("control − reference (points)\n← control lower · higher →", fontsize=8)
+        if not ratio:
+            title = FOREST_TITLES[metric]
+            at = [m.partition("@")[2] for m in d[d.base == metric].metric if "@" in m]
+            if at and len(set(at)) == 1:
+                title += f"\nat {int(at[0]):,} steps"
+            ax.set_title(title, fontsize=9)
+        ax.grid(axis="y", visible=False)
+        for r in d[d.base == metric].itertuples():
+            y = y_of[(r.comparison, r.task)] + offset[r.regime]
+            color = VERDICT_COLORS.get(r.verdict, BLACK)
+            point, low, high, clipped = _forest_values(r, ratio)
+            if not (math.isnan(low) or math.isnan(high)):
+                ax.plot([low, high], [y, y], color=color, lw=1.3, solid_capstyle="butt", zorder=2)
+            if not math.isnan(point):
+                marker = {1: ">", -1: "<"}.get(clipped, REGIME_MARKERS.get(r.regime, "o"))
+                ax.plot([point], [y], marker=marker, color=color, ms=5.5, mec="white", mew=0.6,
+                        ls="none", zorder=3)
+    ax0 = axes[0]
+    ax0.set_yticks(range(len(rows)))
+    ax0.set_yticklabels([row_label(r) for r in rows], fontsize=8)
+    ax0.set_ylim(len(rows) - 0.5, -0.5)
+    for i in range(1, len(rows)):  # thin rules between the tasks, the sweep and the alphabet
+        if group[rows[i]] != group[rows[i - 1]]:
+            for ax in axes:
+                ax.axhline(i - 0.5, color="0.75", lw=0.6, zorder=0)
+    handles = [Line2D([], [], color=c, lw=1.3, marker="o", ms=5, label=k)
+               for k, c in VERDICT_COLORS.items() if k in set(d.verdict)]
+    handles += [Line2D([], [], color="0.3", ls="none", marker=REGIME_MARKERS.get(r, "o"), ms=5,
+                       label=f"{r} data") for r in regimes]
+    axes[-1].legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8,
+                    borderaxespad=0.0)
+    fig.tight_layout()
+    return fig
+
+
 __all__ = ["DPI", "FIGSIZE", "PALETTE", "VARIANT_COLORS", "TASK_COLORS", "use_book_style",
            "variant_color", "png_bytes", "show", "chance_line", "seed_points", "seed_curves",
            "legend_outside", "summary_figure", "km_axes", "km_figure", "loss_curves_axes",
-           "loss_figure"]
+           "loss_figure", "HEAT_CMAP", "attention_heatmap", "attention_grid",
+           "position_heatmap", "recall_attention_figure", "recall_by_pair_figure",
+           "addition_attention_figure", "VERDICT_COLORS", "forest_figure"]
