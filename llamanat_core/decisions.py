@@ -227,7 +227,22 @@ def loss_at_stop(curves: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values(["task", "variant", "regime", "seed"]).reset_index(drop=True)
 
 
+def largest_gap(curves: pd.DataFrame) -> pd.DataFrame:
+    """One row per run: the largest validation − training loss over all its evaluations
+    (up to its stop), the step where it occurred, and whether the run solved. A run that
+    memorised its training items at any time shows a large value even if it later
+    generalised; one whose validation loss tracked its training loss shows a small one."""
+    d = curves.assign(gap=curves.val_loss - curves.train_loss)
+    idx = d.groupby("run", sort=False)["gap"].idxmax()
+    out = d.loc[idx, ["run", "task", "variant", "regime", "seed", "answer", "rope_theta",
+                      "censored", "solve_step", "stop_step", "step", "gap"]]
+    out = out.rename(columns={"step": "gap_step", "gap": "max_gap"})
+    out["solved"] = ~out.censored.astype(bool)
+    return out.sort_values(["task", "variant", "regime", "seed"]).reset_index(drop=True)
+
+
 __all__ = ["ClaimError", "claim", "study_verdicts", "select", "verdict_row", "verdict_table",
            "verdict_counts", "effect_text", "p_text", "runs", "solve_table", "loss_at_stop",
+           "largest_gap",
            "REGIMES", "REGIME_NAMES"]
 __all__ += ["solve_rows"]

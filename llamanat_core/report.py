@@ -383,6 +383,18 @@ def sci(x: float, digits: int = 1) -> str:
     return f"{mant:.{digits}f}" + ("" if exp == 0 else f" × 10{str(exp).translate(_SUPERSCRIPT)}")
 
 
+def range_text(values, digits: int = 2, thousands: bool = False) -> str:
+    """The range of some values for prose: 'lo to hi', one number when both round alike,
+    '–' when there are none (a reader's short run may leave a group empty). With
+    `thousands`, whole numbers with separators ('1,000 to 1,400')."""
+    vals = [float(v) for v in values if v == v]  # NaN dropped
+    if not vals:
+        return "–"
+    fmt = (lambda v: f"{v:,.0f}") if thousands else (lambda v: f"{v:.{digits}f}")
+    lo, hi = fmt(min(vals)), fmt(max(vals))
+    return lo if lo == hi else f"{lo} to {hi}"
+
+
 # ---------------------------------------------------------------- several comparisons at once
 # Added for the sweep and alphabet chapters (and any chapter with a family of paired
 # comparisons): which gaps the data decide, in one generated sentence.

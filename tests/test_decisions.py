@@ -121,6 +121,20 @@ def test_km_and_loss_figures_draw_and_reject_missing_rows(results):
         plotting.loss_figure(load_curves(), "wide_ff", "recall")
 
 
+def test_largest_gap_is_each_runs_worst_evaluation():
+    curves = load_curves()
+    gaps = decisions.largest_gap(curves)
+    assert gaps.run.is_unique and len(gaps) == curves.run.nunique()
+    row = gaps.iloc[-1]
+    own = curves[curves.run == row.run]
+    worst = (own.val_loss - own.train_loss)
+    assert row.max_gap == pytest.approx(worst.max())
+    assert row.gap_step == own.step[worst.idxmax()]
+    # never below the gap at the stop (the last evaluation is one of those compared)
+    last = decisions.loss_at_stop(curves).set_index("run").gap
+    assert (gaps.set_index("run").max_gap >= last.reindex(gaps.run).to_numpy() - 1e-12).all()
+
+
 def test_solve_rows_and_panels_for_rows_other_than_a_variant(results):
     """The sweep's bases (rows that are not a variant's reference configuration): counts
     as in the runs, one KM curve per row, an empty row or panel refused."""

@@ -70,3 +70,51 @@ def test_spread_formats_every_case():
     assert probe.seed_range_text([1.0, 2.0]) == "1.5 (seeds range 1 to 2)"
     assert probe.seed_range_text([float("nan")] * 3) == "not finite in any of 3 seeds"
     assert probe.seed_range_text([1.0, float("nan")]).endswith("not finite in 1 of 2 seeds")
+
+
+def test_op_counts_are_the_formulas_counted_by_hand():
+    # d = 4 by hand. RMSNorm: 4 squares, 3 adds + 1 divide, eps + rsqrt, 4 scalings, 4 gains
+    # = 18 = 4d + 2. LayerNorm: mean 4, subtract 4, squares 4, sum/d 4, eps + rsqrt 2,
+    # scale 4, gain 4, bias 4 = 30 = 7d + 2; one reduction against two.
+    t = probe.op_totals(4)
+    assert t.loc["RMSNorm"].tolist() == [18, 1] and t.loc["LayerNorm"].tolist() == [30, 2]
+    t = probe.op_totals(64)
+    assert t.loc["RMSNorm", "operations"] == 4 * 64 + 2
+    assert t.loc["LayerNorm", "operations"] == 7 * 64 + 2
+
+
+def test_op_counts_check_the_steps_against_the_modules(monkeypatch):
+    """The counted steps must compute the norm: a step list that forgets the bias fails."""
+    def no_bias(x, gain, bias, eps):
+        y, steps = original(x, gain, bias, eps)
+        return y - bias, steps[:-1]
+
+    original = probe._layer_steps
+    monkeypatch.setattr(probe, "_layer_steps", no_bias)
+    with pytest.raises(AssertionError, match="LayerNorm"):
+        probe.op_counts(8)
+
+
+def test_per_token_ops_counts_norms_and_linear_weights():
+    from llamanat_core import Config
+
+    ops = probe.per_token_ops()
+    model = TinyLlama(variant_config("llama"))
+    assert ops["n_norms"] == 5 and ops["norms"] == 5 * (4 * 64 + 2)
+    assert ops["linear"] == 2 * (model.num_parameters() - 320)  # every weight but the norm gains
+    assert probe.per_token_ops(Config(norm="layer"))["norms"] == 5 * (7 * 64 + 2)
+
+
+def test_layer_norm_returns_its_bias_on_a_constant_vector_and_rms_norm_keeps_the_direction():
+    t = probe.constant_table(dim=16, values=(-2.0, 3.0))
+    const = t.iloc[:2]
+    assert (const["max |LayerNorm(x) − b|"] == 0).all()
+    assert (const["cos(RMSNorm(x), x)"] > 0.999).all()
+    assert t.loc["-2 · 1", "RMSNorm(x), first entries"].startswith("[-1.000")
+    jitter = t.iloc[-1]  # nearly constant: LayerNorm blows the jitter up to unit size
+    assert jitter["RMS of LayerNorm(x) − b"] > 0.5 and abs(jitter["cos(LayerNorm(x) − b, x)"]) < 0.2
+
+
+def test_post_norm_first_attention_reads_the_raw_embedding():
+    assert probe.attention_input_rms("pre") == pytest.approx(1.0, abs=0.05)
+    assert probe.attention_input_rms("post") == pytest.approx(0.02, rel=0.1)  # the init std

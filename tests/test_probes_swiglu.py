@@ -101,3 +101,27 @@ def test_float32_zero_edge():
     s = swiglu.float32_zero_edge(F.silu)
     assert s < -80 and F.silu(torch.tensor(s)) == 0
     assert swiglu.float32_zero_edge(torch.tanh) == float("-inf")
+
+
+def test_full_width_costs_half_again_and_the_rule_about_nothing():
+    t = swiglu.full_width_table()
+    assert (t["SwiGLU at 4d / two-matrix"] == 1.5).all()
+    assert t.loc["ours", "two-matrix at 4d"] == 2 * 64 * 256
+    assert t.loc["ours", "SwiGLU at 4d"] == 3 * 64 * 256
+    assert t.loc["ours", "SwiGLU at the rule"] == swiglu.mlp_parameters("llama") == 3 * 64 * 192
+    assert t.loc["LLaMA-1 7B", "SwiGLU at the rule"] == 3 * 4096 * 11_008
+    assert (t.drop(index="ours")["rule / two-matrix"] < 1.02).all()
+
+
+def test_gate_bins_and_kill_summary_on_hand_values():
+    gate = torch.tensor([-9.0, -7.0, -1.0, 0.5, 2.0])
+    up = torch.tensor([10.0, -6.0, 1.0, 1.0, 2.0])
+    hidden = torch.nn.functional.silu(gate) * up
+    b = swiglu.gate_bins(gate, up, hidden, [-10, -5, 0, 5])
+    assert b["values"].tolist() == [2, 1, 2]
+    assert b.loc[0, "median |up|"] == 6.0  # torch's median of two values is the lower one
+    s = swiglu.kill_summary(gate, up, hidden, below=-5)
+    assert s["n"] == 2 and s["share"] == 0.4 and s["median_up_off"] == 6.0
+    assert s["median_up_all"] == 2.0 and s["median_hidden_off"] < 0.01 * s["median_up_off"]
+    assert s["factor"] == pytest.approx(5 / (1 + math.exp(5)))
+    assert math.isnan(swiglu.kill_summary(gate, up, hidden, below=-20)["median_up_off"])

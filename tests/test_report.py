@@ -265,3 +265,13 @@ def test_orderings_sentence_agrees_in_number():
                     frame({"a": [0.9, 0.1], "b": [0.8, 0.05]}, task="recall")])
     s = report.orderings_sentence(df, "variant", ["a", "b"])
     assert "give the same order, but 1 of its 2 pairwise gaps (both tasks counted) is inside" in s
+
+
+def test_range_text():
+    from llamanat_core.report import range_text
+
+    assert range_text([0.061, 0.07]) == "0.06 to 0.07"
+    assert range_text([1.391, 1.394]) == "1.39"  # both ends round alike: one number
+    assert range_text([1000, 1400.0], thousands=True) == "1,000 to 1,400"
+    assert range_text([float("nan"), 3.0], digits=1) == "3.0"
+    assert range_text([]) == "–"

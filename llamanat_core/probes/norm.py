@@ -195,3 +195,153 @@ def ratio_sentence(ratio: float, close: float = 1.5) -> str:
     if ratio < close:
         return s + ", so at this scale the placement barely shapes the forward pass at the start of training."
     return s + ", so the placement already shapes the forward pass at the start of training."
+
+
+# ---------------------------------------------------------------- what each norm computes
+
+def _rms_steps(x: torch.Tensor, gain: torch.Tensor, eps: float):
+    """RMSNorm of one vector, step by step; each step with its arithmetic operations."""
+    d = x.shape[-1]
+    sq = x * x
+    ms = sq.sum(-1, keepdim=True) / d
+    r = torch.rsqrt(ms + eps)
+    y = (x * r) * gain
+    steps = [("square every entry", d, 0), ("sum the squares, divide by d", d, 1),
+             ("add eps, reciprocal square root", 2, 0), ("scale every entry", d, 0),
+             ("multiply by the gain", d, 0)]
+    return y, steps
+
+
+def _layer_steps(x: torch.Tensor, gain: torch.Tensor, bias: torch.Tensor, eps: float):
+    """LayerNorm of one vector, step by step (the variance waits for the mean)."""
+    d = x.shape[-1]
+    mu = x.sum(-1, keepdim=True) / d
+    c = x - mu
+    var = (c * c).sum(-1, keepdim=True) / d
+    r = torch.rsqrt(var + eps)
+    y = (c * r) * gain + bias
+    steps = [("sum the entries, divide by d (the mean)", d, 1), ("subtract the mean", d, 0),
+             ("square every centred entry", d, 0), ("sum the squares, divide by d", d, 1),
+             ("add eps, reciprocal square root", 2, 0), ("scale every entry", d, 0),
+             ("multiply by the gain", d, 0), ("add the bias", d, 0)]
+    return y, steps
+
+
+@torch.no_grad()
+def op_counts(dim: int = 64, seed: int = 0, eps: float = 1e-5) -> pd.DataFrame:
+    """The arithmetic of each norm on one vector of `dim` channels, one row per step.
+
+    Columns: norm, step, operations (additions, multiplications, divisions, square roots:
+    a sum of d numbers is d - 1 additions, its division by d one more, so d), reduction
+    (1 where the step reduces the whole vector to one number, which every later step must
+    wait for). The steps are executed on a random vector and checked against the package's
+    RMSNorm and torch's LayerNorm, so the table counts what the modules compute.
+    """
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(dim, generator=g)
+    gain, bias = 1 + 0.1 * torch.randn(dim, generator=g), 0.1 * torch.randn(dim, generator=g)
+    rms, ln = norm_pair(dim, eps)
+    rms.weight.copy_(gain)
+    ln.weight.copy_(gain)
+    ln.bias.copy_(bias)
+    rows = []
+    for name, (y, steps), ref in (("RMSNorm", _rms_steps(x, gain, eps), rms(x)),
+                                  ("LayerNorm", _layer_steps(x, gain, bias, eps), ln(x))):
+        if not torch.allclose(y, ref, atol=1e-5):
+            raise AssertionError(f"the counted steps of {name} do not compute {name}")
+        rows += [{"norm": name, "step": s, "operations": n, "reduction": r} for s, n, r in steps]
+    return pd.DataFrame(rows)
+
+
+def op_totals(dim: int = 64) -> pd.DataFrame:
+    """Per norm: operations on one vector of `dim` channels, and the reductions in sequence."""
+    t = op_counts(dim).groupby("norm", sort=False)[["operations", "reduction"]].sum()
+    return t.rename(columns={"reduction": "reductions"})
+
+
+def per_token_ops(cfg: Config | None = None) -> dict[str, int]:
+    """Arithmetic per token of a model: its norms (RMSNorm or LayerNorm, `op_totals`) and its
+    matrix multiplies (a multiply and an add per weight of every linear layer, the tied head
+    once). Attention scores, which grow with the length, are left out."""
+    cfg = cfg or Config()
+    model = TinyLlama(cfg, seed=None)
+    n_norms, _ = norm_parameters(model)
+    kind = "RMSNorm" if cfg.norm == "rms" else "LayerNorm"
+    per_norm = int(op_totals(cfg.d_model).loc[kind, "operations"])
+    linear = sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear))
+    return {"norms": n_norms * per_norm, "per_norm": per_norm, "n_norms": n_norms,
+            "linear": 2 * linear}
+
+
+@torch.no_grad()
+def constant_table(dim: int = 64, values=(-2.0, 0.5, 3.0), jitter: float = 1e-2, seed: int = 0,
+                   eps: float = 1e-5) -> pd.DataFrame:
+    """Both norms on constant vectors c·1 (and one nearly constant vector).
+
+    LayerNorm gets a random bias b (what a trained one holds; at initialisation b = 0).
+    Columns per input: the largest |LayerNorm(x) - b| (0: the output is the bias whatever
+    c was), the cosine of each output with x (RMSNorm keeps the direction, +1 or -1 by
+    the sign of c), and the RMS of the LayerNorm output's deviation from b.
+    The last row adds `jitter` times a random vector to 3·1: LayerNorm rescales that
+    jitter to unit size and drops the constant, RMSNorm keeps the constant's direction.
+    """
+    g = torch.Generator().manual_seed(seed)
+    rms, ln = norm_pair(dim, eps)
+    bias = 0.1 * torch.randn(dim, generator=g)
+    ln.bias.copy_(bias)
+    inputs = {f"{c:g} · 1": torch.full((dim,), float(c)) for c in values}
+    inputs[f"3 · 1 + {jitter:g} · noise"] = torch.full((dim,), 3.0) + jitter * torch.randn(dim, generator=g)
+    cos = nn.functional.cosine_similarity
+    rows = []
+    for name, x in inputs.items():
+        ly, ry = ln(x), rms(x)
+        dev = ly - bias
+        rows.append({"input x": name, "max |LayerNorm(x) − b|": float(dev.abs().max()),
+                     "RMS of LayerNorm(x) − b": float(dev.pow(2).mean().sqrt()),
+                     "cos(LayerNorm(x) − b, x)": float(cos(dev, x, dim=0)),
+                     "cos(RMSNorm(x), x)": float(cos(ry, x, dim=0)),
+                     "RMSNorm(x), first entries": _fmt_vec(ry[:3], 3)})
+    return pd.DataFrame(rows).set_index("input x")
+
+
+@torch.no_grad()
+def attention_input_rms(norm_position: str, seed: int = 0, data_seed: int = 1234,
+                        batch: int = 8, length: int = 13) -> float:
+    """RMS of what the first attention layer reads, in a freshly initialised model: the
+    normalised embedding under pre-norm, the raw embedding (std 0.02) under post-norm."""
+    model = TinyLlama(Config(norm_position=norm_position), seed=seed).eval()
+    g = torch.Generator().manual_seed(data_seed)
+    ids = torch.randint(0, VOCAB_SIZE, (batch, length), generator=g)
+    seen: list[torch.Tensor] = []
+    hook = model.layers[0].self_attn.register_forward_hook(lambda m, args, out: seen.append(args[0]))
+    try:
+        model(ids)
+    finally:
+        hook.remove()
+    return float(seen[0].double().pow(2).mean().sqrt())
+
+
+# ---------------------------------------------------------------- the addition staircase
+
+def addition_plateaus() -> dict[int, float]:
+    """The loss of an addition model with every carry right that spreads its bet evenly over
+    the ten digits at k of the three sum digits: k · ln 10 / 6 nats (six answer tokens)."""
+    return {k: k * math.log(10) / 6 for k in (3, 2, 1)}
+
+
+def plateau_exits(curves: pd.DataFrame, column: str = "val_loss") -> pd.DataFrame:
+    """For every addition run, the first evaluation at which `column` is below each point
+    halfway between two plateaus (2.5, 1.5 and 0.5 · ln 10 / 6): the step it left the
+    plateau at 3, 2 and 1 guessed digits. A run that never got below is `inf` there."""
+    levels = {k: (k - 0.5) * math.log(10) / 6 for k in (3, 2, 1)}
+    rows = []
+    for run, g in curves[curves.task == "addition"].groupby("run", sort=False):
+        first = g.iloc[0]
+        row = {"run": run, "variant": first.variant, "regime": first.regime, "seed": int(first.seed)}
+        for k, level in levels.items():
+            below = g.step[g[column] < level]
+            row[f"left {k}"] = float(below.min()) if len(below) else math.inf
+        rows.append(row)
+    if not rows:
+        raise ValueError("no addition runs in the curves")
+    return pd.DataFrame(rows).sort_values(["variant", "regime", "seed"]).reset_index(drop=True)

@@ -195,3 +195,69 @@ def width_table(formatted: bool = False) -> pd.DataFrame:
             f = {"2/3 · 4d": "{:,.1f}", "SwiGLU / two-matrix": "{:.4f}"}.get(c, "{:,}")
             table[c] = [f.format(v) for v in table[c]]
     return table
+
+
+def full_width_table() -> pd.DataFrame:
+    """SwiGLU at the full width 4d against the width rule, per layer, in weights.
+
+    One row per model: ours (counted on built models: a two-matrix MLP of width 4d, SwiGLU
+    at 4d, and the reference SwiGLU, whose 192 is the rule with a multiple of 64 instead
+    of 256) and LLaMA-1's four sizes (from the published configurations, 3 · d · hidden).
+    The ratios are against the two-matrix MLP of width 4d.
+    """
+    from ..config import Config
+    from ..kv import llama_ffn_rule
+
+    def counted(cfg: Config) -> int:
+        return TinyLlama(cfg, seed=None).parameter_breakdown()["mlp"] // cfg.n_layers
+
+    d = REFERENCE.d_model
+    if llama_ffn_rule(d, multiple_of=64) != REFERENCE.d_ff:
+        raise AssertionError("the reference SwiGLU width is no longer the rule at multiple 64")
+    rows = [{"model": "ours", "d_model": d, "hidden (rule)": REFERENCE.d_ff,
+             "two-matrix at 4d": counted(REFERENCE.replace(mlp="gelu", gelu_ff=4 * d)),
+             "SwiGLU at 4d": counted(REFERENCE.replace(d_ff=4 * d)),
+             "SwiGLU at the rule": counted(REFERENCE)}]
+    for m in PUBLISHED:
+        if m.name.startswith("LLaMA-1"):
+            rows.append({"model": m.name, "d_model": m.dim, "hidden (rule)": m.ffn_hidden,
+                         "two-matrix at 4d": 2 * m.dim * 4 * m.dim,
+                         "SwiGLU at 4d": 3 * m.dim * 4 * m.dim,
+                         "SwiGLU at the rule": 3 * m.dim * m.ffn_hidden})
+    t = pd.DataFrame(rows).set_index("model")
+    t["SwiGLU at 4d / two-matrix"] = t["SwiGLU at 4d"] / t["two-matrix at 4d"]
+    t["rule / two-matrix"] = t["SwiGLU at the rule"] / t["two-matrix at 4d"]
+    return t
+
+
+# ---------------------------------------------------------------- the gate as a kill switch
+
+def gate_bins(gate: torch.Tensor, up: torch.Tensor, hidden: torch.Tensor, edges) -> pd.DataFrame:
+    """Hidden values grouped by their gate pre-activation: per bin [lo, hi), how many values,
+    the median |up| (what the unit would carry) and the median |silu(gate) · up| (what it
+    does carry). Empty bins are left out."""
+    g, u, h = gate.flatten(), up.flatten().abs(), hidden.flatten().abs()
+    rows = []
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        m = (g >= lo) & (g < hi)
+        if m.any():
+            rows.append({"gate from": float(lo), "gate to": float(hi), "values": int(m.sum()),
+                         "share": float(m.sum()) / g.numel(),
+                         "median |up|": float(u[m].median()), "median |hidden|": float(h[m].median())})
+    return pd.DataFrame(rows)
+
+
+def kill_summary(gate: torch.Tensor, up: torch.Tensor, hidden: torch.Tensor,
+                 below: float) -> dict[str, float]:
+    """The hidden values whose gate pre-activation is below `below` (switched off by the
+    gate): their share, their median |up| against the median |up| of all values, and their
+    median |hidden|. `factor` is |silu(below)|, the most the gate lets through there."""
+    g, u, h = gate.flatten(), up.flatten().abs(), hidden.flatten().abs()
+    off = g < below
+    n = int(off.sum())
+    nan = float("nan")
+    return {"below": float(below), "factor": float(F.silu(torch.tensor(float(below))).abs()),
+            "n": n, "share": n / g.numel(), "min_gate": float(g.min()),
+            "median_up_off": float(u[off].median()) if n else nan,
+            "median_up_all": float(u.median()),
+            "median_hidden_off": float(h[off].median()) if n else nan}
