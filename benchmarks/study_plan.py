@@ -1,17 +1,27 @@
-"""Wall time of the whole study plan, measured, with the worker count.
+"""Wall time of the whole study plan at N workers: recorded, projected from a sample, or run.
 
-    python benchmarks/study_plan.py                # read the committed run files
-    python benchmarks/study_plan.py --run -w 2     # run the whole plan into a temp dir
+    python benchmarks/study_plan.py                 # what the committed run files recorded
+    python benchmarks/study_plan.py --sample 12     # re-time 12 runs here, project the plan
+    python benchmarks/study_plan.py --run -w 2      # train the whole plan into a temp dir
 
-By default it reports what the committed runs recorded (seconds per run, compile
-included) and the wall time that implies for N workers. With --run it trains the
-whole plan from scratch into a temporary cache, measures the wall time, and checks
-that every run file equals the committed one (a full reproduction, ~8-9 minutes at
-2 workers on a 2-core machine).
+Recorded: each committed run file holds the seconds its fit took (compile and every
+evaluation included) and the step it stopped at; their sum over workers is the plan's
+wall time if the pool were perfectly packed, and a longest-first packing of those
+seconds onto N workers gives the wall time to expect.
+
+--sample K re-trains K runs spread evenly over the plan (every task, regime and variant
+appear for K >= 20), one at a time, on this machine, and compares their seconds with the
+recorded ones: the ratio scales the recorded plan to this machine. It also says how
+many of the re-trained run files equal the committed ones bit for bit (they do on the
+CPU that made the study; another CPU rounds differently, see `llamanat verify`).
+
+--run trains everything (an hour or more) and checks every run file against the
+committed one. Time it on a quiet machine: other work on the cores slows every run.
 """
 from __future__ import annotations
 
 import argparse
+import heapq
 import json
 import statistics
 import tempfile
@@ -21,39 +31,74 @@ from pathlib import Path
 from llamanat_core.study import STUDY_DIR, check_entry, plan, run_path, run_study, unique_runs
 
 
-def recorded(runs) -> list[float]:
+def recorded(runs) -> list[dict]:
     out = []
     for r in runs:
         entry, why = check_entry(run_path(STUDY_DIR, r))
         if entry is None:
             raise SystemExit(f"committed run {r.label} is {why}; run `llamanat study` first")
-        out.append(entry["seconds"])
+        out.append(entry)
     return out
+
+
+def packed_wall(seconds, workers: int) -> float:
+    """Longest-first onto `workers` queues (what a pool roughly achieves): the busiest queue."""
+    queues = [0.0] * workers
+    for s in sorted(seconds, reverse=True):
+        heapq.heapreplace(queues, queues[0] + s)
+    return max(queues)
+
+
+def same_record(a: Path, b: Path) -> bool:
+    drop = ("seconds",)
+    return ({k: v for k, v in json.loads(a.read_text()).items() if k not in drop}
+            == {k: v for k, v in json.loads(b.read_text()).items() if k not in drop})
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--run", action="store_true", help="train the whole plan into a temp dir")
     ap.add_argument("-w", "--workers", type=int, default=2)
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--sample", type=int, metavar="K", help="re-time K runs here and project")
+    mode.add_argument("--run", action="store_true", help="train the whole plan into a temp dir")
     args = ap.parse_args()
+    if args.workers < 1:
+        ap.error(f"--workers must be at least 1, got {args.workers}")
     runs = unique_runs(plan())
-    secs = recorded(runs)
-    print(f"plan: {len(runs)} runs of 1,200 steps (5 seeds)")
-    print(f"committed runs: {sum(secs):.0f} s of run time in all, median {statistics.median(secs):.1f} s "
-          f"per run (fit incl. compile and checkpoint scoring) -> {sum(secs) / args.workers / 60:.1f} min "
-          f"at {args.workers} workers if perfectly packed")
-    if not args.run:
-        return
-    with tempfile.TemporaryDirectory() as d:
-        t0 = time.perf_counter()
-        run_study(runs, Path(d), workers=args.workers, weights_dir=Path(d) / "weights")
-        wall = time.perf_counter() - t0
-        same = sum(
-            {k: v for k, v in json.loads(run_path(Path(d), r).read_text()).items() if k != "seconds"}
-            == {k: v for k, v in json.loads(run_path(STUDY_DIR, r).read_text()).items() if k != "seconds"}
-            for r in runs)
-    print(f"measured: whole plan in {wall:.0f} s ({wall / 60:.1f} min) with {args.workers} workers; "
-          f"{same} of {len(runs)} run files identical to the committed ones (wall time aside)")
+    entries = recorded(runs)
+    secs = [e["seconds"] for e in entries]
+    steps = sum(e["stop_step"] for e in entries)
+    print(f"plan: {len(runs)} runs, {steps:,} training steps in all "
+          f"(median stop {statistics.median(e['stop_step'] for e in entries):,.0f})")
+    print(f"recorded: {sum(secs) / 60:.1f} CPU-min, median {statistics.median(secs):.1f} s per run -> "
+          f"{packed_wall(secs, args.workers) / 60:.1f} min at {args.workers} workers (longest-first packing)")
+    if args.sample:
+        k = min(args.sample, len(runs))
+        if k < 1:
+            ap.error("--sample must be at least 1")
+        picked = [runs[round(i * (len(runs) - 1) / max(k - 1, 1))] for i in range(k)]
+        old = [entries[runs.index(r)]["seconds"] for r in picked]
+        with tempfile.TemporaryDirectory() as d:
+            new = []
+            for i, r in enumerate(picked, 1):
+                run_study([r], Path(d), workers=1, weights_dir=Path(d) / "weights")
+                new.append(json.loads(run_path(Path(d), r).read_text())["seconds"])
+                print(f"  [{i}/{k}] {r.label}: {new[-1]:.1f} s here, {old[-1]:.1f} s recorded", flush=True)
+            same = sum(same_record(run_path(Path(d), r), run_path(STUDY_DIR, r)) for r in picked)
+        ratio = sum(new) / sum(old)
+        projected = [s * ratio for s in secs]
+        print(f"sample: {k} runs, {sum(new):.0f} s here against {sum(old):.0f} s recorded "
+              f"(ratio {ratio:.2f}); {same} of {k} run files identical to the committed ones")
+        print(f"projected: {sum(projected) / 60:.1f} CPU-min -> "
+              f"{packed_wall(projected, args.workers) / 60:.1f} min at {args.workers} workers")
+    if args.run:
+        with tempfile.TemporaryDirectory() as d:
+            t0 = time.perf_counter()
+            run_study(runs, Path(d), workers=args.workers, weights_dir=Path(d) / "weights")
+            wall = time.perf_counter() - t0
+            same = sum(same_record(run_path(Path(d), r), run_path(STUDY_DIR, r)) for r in runs)
+        print(f"measured: whole plan in {wall:.0f} s ({wall / 60:.1f} min) with {args.workers} workers; "
+              f"{same} of {len(runs)} run files identical to the committed ones (wall time aside)")
 
 
 if __name__ == "__main__":
