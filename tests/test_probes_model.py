@@ -123,3 +123,36 @@ def test_plateau_dwell_on_constructed_curves():
     assert d.loc["a", "evaluations"] == 3 and d.loc["a", "from step"] == 200
     assert d.loc["a", "max |train - val|"] == pytest.approx(0.03)
     assert d.loc["b", "evaluations"] == 0 and math.isnan(d.loc["b", "max |train - val|"])
+
+
+def test_queried_value_mass_on_a_constructed_summary():
+    rows = [{"layer": layer, "head": head, "role": role, "mass": m}
+            for layer in (1, 2) for head in (1, 2)
+            for role, m in (("queried value", 0.1 * layer * head), ("other values", 0.5))]
+    s = mp.queried_value_mass(pd.DataFrame(rows), layer=2)
+    assert list(s.index) == [1, 2] and s.tolist() == pytest.approx([0.2, 0.4])
+    with pytest.raises(ValueError, match="layer 3"):
+        mp.queried_value_mass(pd.DataFrame(rows), layer=3)
+
+
+def test_column_reading_finds_the_head_that_reads_the_column():
+    from llamanat_core.mechanism import ADDITION_SOURCES, CHAIN
+
+    rows = []
+    for layer in (1, 2):
+        for head in (1, 2):
+            for target in CHAIN:
+                for source in ADDITION_SOURCES:
+                    m = 0.0
+                    if (layer, head) == (2, 1) and target == "sum 1" and source == "a units":
+                        m = 0.9
+                    if (layer, head) == (1, 2) and target == "sum 1" and source == "b tens":
+                        m = 0.95  # a wrong column, however strong, is not the column read
+                    if (layer, head) == (1, 1) and target == "sum 3":
+                        m = 0.3 if source in ("a hundreds", "b hundreds") else 0.0
+                    rows.append({"layer": layer, "head": head, "target": target,
+                                 "source": source, "mass": m})
+    r = mp.column_reading(pd.DataFrame(rows))
+    assert r.loc["sum 1", "mass"] == pytest.approx(0.9)
+    assert (r.loc["sum 1", "layer"], r.loc["sum 1", "head"]) == (2, 1)
+    assert r.loc["sum 3", "mass"] == pytest.approx(0.6) and r.loc["sum 2", "mass"] == 0.0

@@ -217,9 +217,42 @@ def plateau_dwell(curves: pd.DataFrame, level: float, tol: float) -> pd.DataFram
     return pd.DataFrame(rows)
 
 
+# ---------------------------------------------------------------- what the trained maps show
+
+# The chain token each sum digit is, and the operand digits of its column
+# (`mechanism.addition_attention` names them so).
+SUM_COLUMNS = {"sum 1": ("a units", "b units"), "sum 2": ("a tens", "b tens"),
+               "sum 3": ("a hundreds", "b hundreds")}
+
+
+def queried_value_mass(summary: pd.DataFrame, layer: int) -> pd.Series:
+    """Per head of `layer`: the attention mass the answer position puts on the queried
+    value (from a `mechanism.recall_attention` frame, at its training length)."""
+    d = summary[(summary.role == "queried value") & (summary.layer == layer)]
+    if d.empty:
+        raise ValueError(f"no 'queried value' rows for layer {layer}")
+    return d.set_index("head").mass.sort_index()
+
+
+def column_reading(summary: pd.DataFrame) -> pd.DataFrame:
+    """Per sum digit: the largest mass any single head (any layer) puts on the two operand
+    digits of that digit's column, and which head it is (from a
+    `mechanism.addition_attention` frame)."""
+    rows = []
+    for target, cols in SUM_COLUMNS.items():
+        d = summary[(summary.target == target) & summary.source.isin(cols)]
+        if d.empty:
+            raise ValueError(f"no rows for {target!r}")
+        per_head = d.groupby(["layer", "head"]).mass.sum()
+        layer, head = per_head.idxmax()
+        rows.append({"target": target, "mass": float(per_head.max()), "layer": int(layer),
+                     "head": int(head)})
+    return pd.DataFrame(rows).set_index("target")
+
+
 __all__ = ["LLAMA1_7B_SHEET", "SHEET_TO_CONFIG", "CHINCHILLA_TOKENS_PER_PARAMETER",
            "TRAINING_FLOPS_PER_PARAMETER_TOKEN", "INFERENCE_FLOPS_PER_PARAMETER_TOKEN",
            "GPT3_PARAMETERS", "GPT3_TRAINING_TOKENS", "LLAMA1_TRAINING_TOKENS", "sheet_config",
            "sheet_table", "component_counts", "training_flops", "inference_flops",
            "chinchilla_optimal", "masked_softmax", "transformers_fill", "every_query_sees_itself",
-           "guessing_loss", "plateau_dwell"]
+           "guessing_loss", "plateau_dwell", "SUM_COLUMNS", "queried_value_mass", "column_reading"]
