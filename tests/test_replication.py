@@ -1,0 +1,135 @@
+"""The earlier study's published numbers (transcribed once, each naming its finding), the
+rule that says whether a finding replicates, and the table the closing chapter shows."""
+import math
+
+import pandas as pd
+import pytest
+
+from llamanat_core import decisions, replication
+from llamanat_core.study import load_results
+
+# The published numbers, as the study published them: (finding, value, ± spread, seeds).
+TRANSCRIBED = {
+    "A_ABS_POS_ADDITION": ("a", 1.000, None, 3),
+    "A_LLAMA_ADDITION": ("a", 0.662, 0.411, 3),
+    "B_LLAMA_12": ("b", 0.715, 0.100, 3),
+    "B_ABS_POS_12": ("b", 0.180, 0.060, 3),
+    "B_LLAMA_8": ("b", 0.870, None, 3),
+    "B_ABS_POS_8": ("b", 0.260, None, 3),
+    "C_GELU_300": ("c", 0.253, None, 3),
+    "C_GELU_1200": ("c", 0.255, None, 3),
+    "D_BASE_10_BELOW": ("d", 3, None, 3),
+    "E_COPY": ("e", 0.345, None, 1),
+    "E_NAME": ("e", 1.000, None, 1),
+    "E_UNTIED_COPY": ("e", -0.045, None, 1),
+}
+
+
+@pytest.fixture(scope="module")
+def results():
+    return load_results()
+
+
+@pytest.fixture(scope="module")
+def verdicts(results):
+    return decisions.study_verdicts(results)
+
+
+def test_the_published_numbers_are_exactly_the_transcribed_ones():
+    assert list(replication.PUBLISHED) == list(TRANSCRIBED)
+    for name, (letter, value, spread, seeds) in TRANSCRIBED.items():
+        p = replication.PUBLISHED[name]
+        assert (p.finding, p.value, p.spread, p.seeds) == (letter, value, spread, seeds), name
+        assert name.startswith(p.finding.upper() + "_"), f"{name} does not name its finding {p.finding!r}"
+    assert (replication.SEEDS, replication.STEPS) == (3, 1_200)
+    assert replication.REPOSITORY == "Lesereingrape/llama-anatomy" and replication.YEAR == 2026
+
+
+def test_every_finding_has_numbers_and_the_citation_exists():
+    from llamanat_core.chapters import ROOT
+
+    assert {p.finding for p in replication.PUBLISHED.values()} == set(replication.LETTERS)
+    assert {f.letter for f in replication.FINDINGS} == set(replication.LETTERS)
+    for letter in replication.LETTERS:
+        assert replication.published_numbers(letter)
+    with pytest.raises(ValueError, match="unknown finding"):
+        replication.published_numbers("f")
+    with pytest.raises(ValueError, match="finding must be one of"):
+        replication.Published("f", "x", 0.5)
+    assert f"{{{replication.CITATION}," in (ROOT / "book" / "references.bib").read_text()
+
+
+def test_published_text_is_the_published_format():
+    assert replication.A_LLAMA_ADDITION.text() == "0.662 ± 0.411"
+    assert replication.A_ABS_POS_ADDITION.text() == "1.000"
+    assert replication.E_UNTIED_COPY.text() == "−0.045"
+    assert replication.D_BASE_10_BELOW.text() == "3 of 3 seeds"
+
+
+def _rows(*verdicts):
+    """Verdict rows of one finding: (regime, verdict) pairs."""
+    return pd.DataFrame([{"regime": r, "verdict": v} for r, v in verdicts])
+
+
+@pytest.mark.parametrize("rows, expected", [
+    ([("finite", "better"), ("finite", "undecided"), ("fresh", "better"), ("fresh", "better")], "yes"),
+    ([("finite", "better"), ("fresh", "both at chance")], "in one regime"),
+    ([("finite", "undecided"), ("fresh", "both at chance")], "not decided"),
+    ([("finite", "better"), ("fresh", "worse")], "no"),  # decided against it somewhere
+    ([("finite", "equivalent")], "no"),  # equivalence contradicts "sooner"
+    ([("finite", "better")], "yes"),  # the only regime trained
+])
+def test_replicates_reads_the_verdicts_by_the_fixed_rule(rows, expected):
+    finding = replication.FINDING["a"]  # agrees: better; against: worse, equivalent
+    assert replication.replicates(_rows(*rows), finding) == expected
+
+
+def test_no_lead_is_replicated_by_worse_or_equivalent_and_refuted_by_better():
+    finding = replication.FINDING["d base 1,000,000"]
+    assert replication.replicates(_rows(("finite", "equivalent")), finding) == "yes"
+    assert replication.replicates(_rows(("finite", "worse")), finding) == "yes"
+    assert replication.replicates(_rows(("finite", "better")), finding) == "no"
+    assert replication.replicates(_rows(), finding) == "not decided"
+
+
+def test_each_finding_is_tested_by_comparisons_the_study_decides(verdicts):
+    for f in replication.FINDINGS:
+        rows = replication.finding_rows(verdicts, f)
+        if not f.tests:
+            assert rows.empty and f.no_test  # the untied head: no comparison, and it says why
+            continue
+        for t in f.tests:  # every named comparison exists in the study, in some regime
+            own = rows[(rows.control == t.control) & (rows.metric.str.split("@").str[0] == t.metric)]
+            assert len(own) >= 1, (f.key, t)
+            assert set(own.measurement) == {t.measurement}
+
+
+def test_the_committed_study_replicates_what_the_chapter_says(results, verdicts):
+    table = replication.replication_table(results, verdicts)
+    assert list(table.index) == [f"({f.key})" for f in replication.FINDINGS]
+    got = dict(zip(table.index, table["replicates?"]))
+    assert got == {"(a)": "yes", "(b)": "not decided", "(c)": "in one regime",
+                   "(d base 10)": "not decided", "(d base 1,000,000)": "not decided",
+                   "(e copy)": "yes", "(e untied)": "not decided"}
+    assert "0.662 ± 0.411" in table.loc["(a)"].iloc[1]  # the published column
+    assert "finite: abs_pos 1.000" in table.loc["(a)"].iloc[2]  # ours
+    assert table.loc["(a)", "verdicts"] == "finite: better, better; fresh: better, better"
+
+
+def test_our_numbers_are_the_study_rows(results):
+    vals = replication.seed_values(results, "abs_pos", "addition", "finite")
+    assert len(vals) == 10 and list(vals.index) == list(range(10))
+    # the fixed checkpoint is the row flagged `final`; an explicit step picks that row
+    assert vals.equals(replication.seed_values(results, "abs_pos", "addition", "finite", step=1200))
+    assert replication.seed_values(results, "abs_pos", "addition", "finite", step=7).empty
+    assert replication.mean_sd(pd.Series([0.5, 1.0])) == "0.750 ± 0.250"
+    assert replication.mean_sd(pd.Series([], dtype=float)) == "–"
+    llama = {"variant": "llama", "task": "recall"}
+    k, n = replication.paired_below(results, {**llama, "theta": 10.0}, llama, "finite")
+    a = replication.seed_values(results, "llama", "recall", "finite", theta=10.0)
+    b = replication.seed_values(results, "llama", "recall", "finite")
+    assert (k, n) == (int((a < b).sum()), 10)
+    d = replication.paired_mean_difference(results, {**llama, "theta": 10.0}, llama, "finite")
+    assert math.isclose(d, float((a - b).mean()))
+    with pytest.raises(ValueError, match="unknown finding"):
+        replication.our_numbers(results, "z")
