@@ -4,15 +4,19 @@
 
 Everything is measured side by side in one process at 1 torch thread, batch 64, at
 the training lengths of both tasks (13 input tokens: 3-digit addition and 4-pair recall;
-addition supervises its 6 answer positions, recall its 1): the candidates are interleaved
-repeat by repeat and the median is printed, so load from other processes hits all of them alike.
+addition supervises its 6 answer positions, recall its 1): the candidates, and the large
+matmul that sets the floor, are interleaved repeat by repeat and the median is printed, so
+load from other processes hits all of them alike. Times are the thread's CPU time, which
+time slices taken by other processes do not inflate (a shared cache or memory bus still
+does); the ratios to the floor are the numbers to compare across machines.
 
 - ours:         the step exactly as `train.fit` runs it (`fast.FastStep`: flat
                 parameters, compiled loss unless LLAMANAT_COMPILE=0, clip, fused AdamW)
 - ours, eager:  the same step with compilation off
 - transformers: `LlamaForCausalLM` on the same config and weights (eager attention),
                 loss on the same positions, clip_grad_norm_ + AdamW(foreach)
-- FLOP floor:   the step's matmul FLOPs / the GFLOP/s of one large fp32 matmul
+- FLOP floor:   the step's matmul FLOPs / the GFLOP/s of one large fp32 matmul,
+                timed in the same interleaved loop
 Then scoring 200 addition items: batched generation with a KV cache (`train.score`)
 against one-at-a-time generation recomputing the whole prefix each token.
 """
@@ -55,32 +59,29 @@ def hf_step(hf, answer_len: int):
 
 
 def side_by_side(candidates: dict, batches) -> dict:
-    """Median ms per call; candidates interleaved repeat by repeat."""
+    """Median CPU ms per call; candidates interleaved repeat by repeat."""
     for fn in candidates.values():
         for i in range(WARMUP):
             fn(batches[i % len(batches)])
     times = {k: [] for k in candidates}
     for r in range(REPEATS):
         for k, fn in candidates.items():
-            t = time.perf_counter()
+            t = time.thread_time()
             for i in range(STEPS_PER_REPEAT):
                 fn(batches[(r * STEPS_PER_REPEAT + i) % len(batches)])
-            times[k].append((time.perf_counter() - t) / STEPS_PER_REPEAT * 1e3)
+            times[k].append((time.thread_time() - t) / STEPS_PER_REPEAT * 1e3)
     return {k: statistics.median(v) for k, v in times.items()}
 
 
-def matmul_gflops() -> float:
-    n = 1024
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    for _ in range(3):
-        a @ b
-    ts = []
-    for _ in range(7):
-        t = time.perf_counter()
-        for _ in range(5):
-            a @ b
-        ts.append((time.perf_counter() - t) / 5)
-    return 2 * n ** 3 / statistics.median(ts) / 1e9
+MATMUL_N = 1024
+
+
+def large_matmul():
+    """One fp32 matmul of two MATMUL_N x MATMUL_N matrices, the floor's rate; it takes a
+    batch argument so that it interleaves with the steps."""
+    a, b = torch.randn(MATMUL_N, MATMUL_N), torch.randn(MATMUL_N, MATMUL_N)
+    out = torch.empty(MATMUL_N, MATMUL_N)
+    return lambda _batch: torch.mm(a, b, out=out)
 
 
 def step_flops(cfg, t: int, answer_len: int, batch: int = BATCH, truncated: bool = False) -> float:
@@ -106,9 +107,9 @@ def step_flops(cfg, t: int, answer_len: int, batch: int = BATCH, truncated: bool
 def main() -> None:
     torch.manual_seed(0)
     cfg = variant_config("llama")
-    gflops = matmul_gflops()
     print(f"torch {torch.__version__}, 1 thread, batch {BATCH}, compile="
-          f"{'on' if compile_default() else 'off'}; large fp32 matmul: {gflops:.0f} GFLOP/s\n")
+          f"{'on' if compile_default() else 'off'}; CPU ms per step, median of {REPEATS} "
+          "interleaved repeats\n")
     rows = []
     for task in ("addition", "recall"):
         data = TaskSpec(task).make(0).splits(4000, 0, 0).train
@@ -121,18 +122,21 @@ def main() -> None:
         compile_s = time.perf_counter() - t0
         eager = FastStep(TinyLlama(cfg, 0).train(), alen, 1e-3, 1.0, compile=False)
         hf = hf_step(hf_model(TinyLlama(cfg, 0)), alen)
-        ms = side_by_side({"ours": ours, "eager": eager, "hf": hf}, batches)
+        ms = side_by_side({"ours": ours, "eager": eager, "hf": hf, "matmul": large_matmul()},
+                          batches)
+        gflops = 2 * MATMUL_N ** 3 / ms["matmul"] / 1e6
         full, trunc = step_flops(cfg, t, alen), step_flops(cfg, t, alen, truncated=True)
-        rows.append((task, t, alen, ms, full, trunc, compile_s))
-    print(f"{'task':9s} {'T':>3s} {'sup':>3s} {'ours ms':>8s} {'eager ms':>9s} {'HF ms':>7s} "
-          f"{'HF/ours':>8s} {'GFLOP':>6s} {'floor ms':>9s} {'ours GFLOP':>11s} {'our floor':>10s} "
-          f"{'1st step s':>10s}")
-    for task, t, alen, ms, full, trunc, compile_s in rows:
-        print(f"{task:9s} {t:3d} {alen:3d} {ms['ours']:8.2f} {ms['eager']:9.2f} {ms['hf']:7.2f} "
-              f"{ms['hf'] / ms['ours']:7.2f}x {full / 1e9:6.3f} {full / gflops / 1e6:9.2f} "
-              f"{trunc / 1e9:11.3f} {trunc / gflops / 1e6:10.2f} {compile_s:10.1f}")
-    print("  floor = the full step's matmul FLOPs at the large-matmul rate; 'our floor' counts"
-          "\n  what fit computes (last layer's queries/MLP/head only at supervised rows);"
+        rows.append((task, t, alen, ms, gflops, full / gflops / 1e6, trunc / gflops / 1e6,
+                     compile_s))
+    print(f"{'task':9s} {'T':>3s} {'sup':>3s} {'GFLOP/s':>7s} {'floor':>6s} {'ours':>12s} "
+          f"{'eager':>12s} {'transformers':>13s} {'our floor':>9s} {'1st step s':>10s}")
+    for task, t, alen, ms, gflops, floor, our_floor, compile_s in rows:
+        cells = [f"{ms[k]:6.2f} {ms[k] / floor:4.2f}x" for k in ("ours", "eager", "hf")]
+        print(f"{task:9s} {t:3d} {alen:3d} {gflops:7.0f} {floor:6.2f} {cells[0]:>12s} "
+              f"{cells[1]:>12s} {cells[2]:>13s} {our_floor:9.2f} {compile_s:10.1f}")
+    print("  ms per step and its ratio to the floor; floor = the full step's matmul FLOPs at"
+          "\n  the large-matmul rate (GFLOP/s) of the same run; 'our floor' counts what fit"
+          "\n  computes (last layer's queries/MLP/head only at supervised rows);"
           "\n  '1st step s' = first compiled step incl. compilation (cheap once the on-disk"
           "\n  inductor cache holds the graph).\n")
 
@@ -153,12 +157,12 @@ def main() -> None:
     cached_ms, uncached_ms = [], []
     batched(), one_at_a_time()
     for _ in range(3):
-        t0 = time.perf_counter()
+        t0 = time.thread_time()
         batched()
-        cached_ms.append((time.perf_counter() - t0) * 1e3)
-        t0 = time.perf_counter()
+        cached_ms.append((time.thread_time() - t0) * 1e3)
+        t0 = time.thread_time()
         one_at_a_time()
-        uncached_ms.append((time.perf_counter() - t0) * 1e3)
+        uncached_ms.append((time.thread_time() - t0) * 1e3)
     c, u = statistics.median(cached_ms), statistics.median(uncached_ms)
     print(f"scoring 200 addition items: batched + KV cache {c:.1f} ms, one at a time "
           f"uncached {u:.1f} ms, ratio {u / c:.1f}x")

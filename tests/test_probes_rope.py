@@ -76,3 +76,81 @@ def test_trained_table_rows_past_the_trained_length_only_decay(tmp_path):
     other = TinyLlama(variant_config("abs_pos"), seed=1).embed_positions.weight.detach().clone()
     save_file({"embed_positions.weight": other}, str(path), metadata={"run": json.dumps({"step": 15})})
     assert probe.trained_table(path, seen=13, seed=0)["unseen_max_rel_dev"] > 0.5
+
+
+# ---------------------------------------------------------------- what the trained models read
+
+def _addition_summary(split: bool):
+    """A constructed `addition_attention` frame: 2 layers x 2 heads. With `split`, head
+    (1, 1) reads both digits of each chain token's column half and half; otherwise head
+    (2, 1) reads a's digit and head (2, 2) b's digit, each alone."""
+    import pandas as pd
+
+    from llamanat_core.mechanism import ADDITION_SOURCES, CHAIN
+
+    rows = []
+    for layer in (1, 2):
+        for head in (1, 2):
+            for target in CHAIN:
+                col = probe.COLUMN_OF[target]
+                for source in ADDITION_SOURCES:
+                    if split:
+                        mass = 0.45 if (layer, head) == (1, 1) and source in (f"a {col}", f"b {col}") else 0.0
+                    else:
+                        mass = 0.9 if ((layer, head) == (2, 1) and source == f"a {col}"
+                                       or (layer, head) == (2, 2) and source == f"b {col}") else 0.0
+                    rows.append({"layer": layer, "head": head, "target": target, "source": source,
+                                 "mass": mass})
+    return pd.DataFrame(rows)
+
+
+def test_column_reads_tells_one_head_on_both_digits_from_one_head_per_digit():
+    split = probe.column_reads(_addition_summary(split=True))
+    assert list(split.index) == ["sum 1", "carry 1", "sum 2", "carry 2", "sum 3", "carry 3"]
+    assert split.both.tolist() == pytest.approx([0.45] * 6)
+    assert split.column.tolist() == pytest.approx([0.9] * 6)
+    assert (split.layer == 1).all() and (split["head"] == 1).all()
+    separate = probe.column_reads(_addition_summary(split=False))
+    assert separate.column.tolist() == pytest.approx([0.9] * 6)  # the column is read as well...
+    assert separate.a.tolist() == pytest.approx([0.9] * 6) and separate.b.tolist() == pytest.approx([0.9] * 6)
+    assert separate.both.tolist() == pytest.approx([0.0] * 6)  # ...but never by one head
+
+
+def test_value_reach_splits_the_pairs_at_the_training_length():
+    import pandas as pd
+
+    frame = pd.DataFrame([{"n_pairs": 8, "layer": layer, "head": head, "pair": pair, "items": 10,
+                           "mass": (0.8 if pair <= 4 else 0.1 + 0.1 * head) if layer == 2 else 0.5}
+                          for layer in (1, 2) for head in (1, 2) for pair in range(1, 9)])
+    out = probe.value_reach(frame, layer=2)
+    assert out["inside"] == pytest.approx(0.8) and out["past"] == pytest.approx(0.25)
+    assert probe.value_reach(frame, layer=1) == pytest.approx({"inside": 0.5, "past": 0.5})
+    assert math.isnan(probe.value_reach(frame[frame.pair <= 4], layer=2)["past"])
+    with pytest.raises(ValueError, match="layer 3"):
+        probe.value_reach(frame, layer=3)
+
+
+def test_the_committed_models_read_as_the_chapter_says():
+    """On committed weights (seed 0): the learned table reads both digits of a column with
+    one head, RoPE does not; RoPE's solved recall model still finds the value past the
+    training length, the table's does not."""
+    from llamanat_core import mechanism
+
+    models = {v: mechanism.load_trained(v, "addition", 0)[0] for v in ("llama", "abs_pos")}
+    reads = {v: probe.column_reads(mechanism.addition_attention(m, 0)) for v, m in models.items()}
+    assert reads["abs_pos"].both.min() > 0.25 > 0.15 > reads["llama"].both.mean()
+    reach = {}
+    for v, seed in (("llama", 0), ("abs_pos", 2)):  # seeds that solved recall
+        model = mechanism.load_trained(v, "recall", seed)[0]
+        reach[v] = probe.value_reach(mechanism.recall_by_pair(model, seed, 8, n_items=100), layer=2)
+    assert reach["llama"]["past"] > 0.5 > 0.1 > reach["abs_pos"]["past"]
+
+
+def test_column_positions_are_where_the_encoder_puts_the_digits():
+    from llamanat_core.tasks import DIGIT0, Addition
+
+    ids = Addition.encode(123, 456)  # a = 1 2 3, b = 4 5 6
+    pos = probe.column_positions()
+    assert pos == {"units": (2, 6), "tens": (1, 5), "hundreds": (0, 4)}
+    for col, digits in (("units", (3, 6)), ("tens", (2, 5)), ("hundreds", (1, 4))):
+        assert tuple(ids[p] - DIGIT0 for p in pos[col]) == digits

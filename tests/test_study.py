@@ -193,6 +193,31 @@ def test_results_frames_are_tidy(reference_dir):
     assert curves.val_acc_8.between(0, 1).all()
 
 
+def test_chapter_curves_are_the_curves_of_the_runs_a_chapter_read(reference_dir):
+    """Fresh: read from the run files, equal to what the study writes as curves.csv; a run
+    whose file is missing is an error naming the file. Committed: only the frame's runs."""
+    from llamanat_core.study.results import chapter_curves
+
+    p = plan(("sweep",), seeds=(0,), budget=TINY, compile=False)
+    entries = read_all(reference_dir)
+    df = study.frame(p, entries)
+    some = df[df.rope_theta.isin([100.0, 10_000.0])]
+    got = chapter_curves(some, fresh=True, fresh_dir=reference_dir)
+    want = study.curves_frame(unique_runs(p), entries)
+    want = want[want.run.isin(set(some.run))].reset_index(drop=True)
+    assert set(got.run) == set(some.run) and len(got) == 2 * 12
+    got = got[want.columns].sort_values(["run", "step"]).reset_index(drop=True)
+    want = want.sort_values(["run", "step"]).reset_index(drop=True)
+    assert got.astype(str).equals(want.astype(str))
+    stranger = some.assign(run="0123456789abcdef")
+    with pytest.raises(FileNotFoundError, match="0123456789abcdef"):
+        chapter_curves(stranger, fresh=True, fresh_dir=reference_dir)
+    committed = study.load_results()
+    one = committed[(committed.variant == "mqa") & (committed.seed == 3)]
+    curves = chapter_curves(one)
+    assert set(curves.run) == set(one.run) and not curves.empty
+
+
 def test_a_run_past_the_floor_gets_a_row_at_its_stop():
     budget = Budget(steps=40, min_steps=12, eval_every=4, n_train=64, n_val=16, n_test=16,
                     checkpoints=(6, 12))

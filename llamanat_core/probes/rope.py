@@ -3,7 +3,10 @@ preservation, why V stays unrotated, the two pairings, and the rows of a learned
 table that a short training length never reaches.
 
 Everything here runs on random tensors, freshly initialised models or a single gradient
-(and one optimizer) step; nothing here trains a model.
+(and one optimizer) step; nothing here trains a model. The last section reads the attention
+summaries of `llamanat_core.mechanism` (computed on the committed weights): which operand
+digits an addition chain position reads, and how far into a long recall list the answer
+position still finds the value it was asked for.
 """
 from __future__ import annotations
 
@@ -209,3 +212,56 @@ def trained_table(path, seen: int, seed: int = 0, lr: float = Budget().lr) -> di
         "seen_min_rel_change": rel(trained[:seen], init[:seen]).min().item(),
         "seen_norm": trained[:seen].norm(dim=-1).mean().item(),
     }
+
+
+# ---------------------------------------------------------------- what the trained models read
+
+COLUMN_OF = {"sum 1": "units", "carry 1": "units", "sum 2": "tens", "carry 2": "tens",
+             "sum 3": "hundreds", "carry 3": "hundreds"}
+"""The operand column each chain token depends on (sum digit and carry out of that column)."""
+
+
+def column_reads(summary: pd.DataFrame) -> pd.DataFrame:
+    """How each chain token reads the two digits of its column, from an
+    `mechanism.addition_attention` frame (layer, head, target, source, mass).
+
+    One row per chain token: `column`, the most mass any one head puts on the column's two
+    digits together; `a`, `b`, the most any head puts on each digit alone; and `both`, the
+    largest min(mass on a's digit, mass on b's digit) over the heads, with the `layer` and
+    `head` where it is found. `both` is high only when ONE head reads both operands of the
+    column at once (at most half the column mass, at an even split); heads that each read
+    one operand leave it near zero however well the column is read.
+    """
+    w = summary.pivot_table(index=["layer", "head", "target"], columns="source", values="mass")
+    rows = []
+    for target, col in COLUMN_OF.items():
+        x = w.xs(target, level="target")  # (layer, head) x source
+        a, b = x[f"a {col}"], x[f"b {col}"]
+        both = a.combine(b, min)
+        layer, head = both.idxmax()
+        rows.append({"target": target, "column name": col, "column": float((a + b).max()),
+                     "a": float(a.max()), "b": float(b.max()), "both": float(both.max()),
+                     "layer": int(layer), "head": int(head)})
+    return pd.DataFrame(rows).set_index("target")
+
+
+def value_reach(by_pair: pd.DataFrame, layer: int, train_pairs: int = 4) -> dict[str, float]:
+    """From an `mechanism.recall_by_pair` frame (one model, one list length): the mass the
+    answer position puts on the queried value in `layer` (mean of its heads, then of the
+    pairs), for the pairs inside the trained length and for those past it (NaN when the
+    list is no longer than the training one)."""
+    d = by_pair[by_pair.layer == layer]
+    if d.empty:
+        raise ValueError(f"no rows for layer {layer}; the frame has layers {sorted(set(by_pair.layer))}")
+    per_pair = d.groupby("pair").mass.mean()
+    past = per_pair[per_pair.index > train_pairs]
+    return {"inside": float(per_pair[per_pair.index <= train_pairs].mean()),
+            "past": float(past.mean()) if len(past) else math.nan}
+
+
+def column_positions() -> dict[str, tuple[int, int]]:
+    """Where the two digits of each column sit in every addition prompt (a's, b's)."""
+    from ..mechanism import ADDITION_SOURCES, OPERAND_POSITIONS
+
+    where = dict(zip(ADDITION_SOURCES, OPERAND_POSITIONS))
+    return {col: (where[f"a {col}"], where[f"b {col}"]) for col in ("units", "tens", "hundreds")}

@@ -211,3 +211,37 @@ def chapter_results(measurements, fresh: bool = False, seeds=SEEDS, steps: int |
     if regime is not None:
         df = df[df.regime == regime].reset_index(drop=True)
     return df
+
+
+_RUN_COLUMNS = ("run", "task", "variant", "regime", "seed", "answer", "rope_theta", "tie_embeddings",
+                "params", "steps", "min_steps", "solve_step", "censored", "stop_step")
+
+
+def chapter_curves(results, fresh: bool = False, fresh_dir: Path | None = None):
+    """The dense curves (as `load_curves`) of the runs in `results`, a frame that
+    `chapter_results` returned: the committed study's curves, or with fresh=True the
+    reader's own runs, read from their run files in the fresh cache (where
+    `chapter_results(..., fresh=True)` trained them)."""
+    import json
+
+    import pandas as pd
+
+    keys = list(dict.fromkeys(results.run))
+    if not fresh:
+        df = load_curves()
+        return df[df.run.isin(keys)].reset_index(drop=True)
+    where = fresh_runs_dir() if fresh_dir is None else Path(fresh_dir)
+    ident = results.drop_duplicates("run").set_index("run")
+    rows = []
+    for key in keys:
+        path = where / "runs" / f"{key}.json"
+        if not path.exists():
+            raise FileNotFoundError(f"no run file {path}: train the runs with chapter_results("
+                                    f"..., fresh=True) first")
+        base = {"run": key, **{c: ident.at[key, c] for c in _RUN_COLUMNS[1:]}}
+        rows += [{**base, **point} for point in json.loads(path.read_text())["dense"]]
+    df = pd.DataFrame(rows, columns=None if rows else list(_RUN_COLUMNS))
+    for col in ("val_acc_8", "val_acc_12"):
+        if col not in df:
+            df[col] = float("nan")
+    return df
