@@ -208,35 +208,6 @@ def loss_at_stop(curves: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values(["task", "variant", "regime", "seed"]).reset_index(drop=True)
 
 
-def chapter_curves(results: pd.DataFrame, fresh: bool = False, fresh_dir=None) -> pd.DataFrame:
-    """The dense curves (`load_curves` columns) of exactly the runs in `results`, what
-    `chapter_results` returned: from the committed study, or (fresh=True) from the run
-    files of a reader's runs in `fresh_dir` (default: `study.fresh_runs_dir()`)."""
-    import json
-    from pathlib import Path
-
-    from .study import fresh_runs_dir, load_curves
-
-    keys = list(dict.fromkeys(results.run))
-    if not fresh:
-        curves = load_curves()
-        return curves[curves.run.isin(keys)].reset_index(drop=True)
-    where = Path(fresh_dir) if fresh_dir is not None else fresh_runs_dir()
-    columns = ["run", "task", "variant", "regime", "seed", "answer", "rope_theta", "tie_embeddings",
-               "params", "steps", "min_steps", "solve_step", "censored", "stop_step"]
-    first = results.drop_duplicates("run").set_index("run")
-    rows = []
-    for key in keys:
-        entry = json.loads((where / "runs" / f"{key}.json").read_text())
-        base = {"run": key, **{c: first.loc[key, c] for c in columns[1:]}}
-        rows += [{**base, **point} for point in entry["dense"]]
-    out = pd.DataFrame(rows)
-    for col in ("val_acc_8", "val_acc_12"):
-        if col not in out:
-            out[col] = float("nan")
-    return out
-
-
 __all__ = ["ClaimError", "claim", "study_verdicts", "select", "verdict_row", "verdict_table",
-           "verdict_counts", "effect_text", "p_text", "runs", "solve_table", "loss_at_stop", "chapter_curves",
+           "verdict_counts", "effect_text", "p_text", "runs", "solve_table", "loss_at_stop",
            "REGIMES", "REGIME_NAMES"]

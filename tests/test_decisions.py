@@ -119,29 +119,3 @@ def test_km_and_loss_figures_draw_and_reject_missing_rows(results):
     assert plotting.png_bytes(fig) == plotting.png_bytes(fig)
     with pytest.raises(ValueError, match="no curves for wide_ff"):
         plotting.loss_figure(load_curves(), "wide_ff", "recall")
-
-
-def test_chapter_curves_are_the_runs_of_the_results(tmp_path):
-    """Committed: the curves of exactly the runs a chapter loaded. Fresh: rebuilt from the
-    run files of the reader's folder, they equal the committed curves of the same runs
-    (curves.csv keeps six digits); a run missing from the folder is an error, not a gap."""
-    import shutil
-
-    from llamanat_core.study import STUDY_DIR, chapter_results
-
-    results = chapter_results(["matrix"], regime=None, variants=["llama"], seeds=[0, 1])
-    committed = decisions.chapter_curves(results)
-    assert set(committed.run) == set(results.run) and len(set(results.run)) == 8
-    (tmp_path / "runs").mkdir()
-    for key in set(results.run):
-        shutil.copy(STUDY_DIR / "runs" / f"{key}.json", tmp_path / "runs" / f"{key}.json")
-    rebuilt = decisions.chapter_curves(results, fresh=True, fresh_dir=tmp_path)
-    key = ["run", "step"]
-    a = committed.sort_values(key).reset_index(drop=True)
-    b = rebuilt.sort_values(key).reset_index(drop=True)[list(a.columns)]
-    assert (a[key] == b[key]).all().all() and (a.seed == b.seed).all() and (a.regime == b.regime).all()
-    for col in ("train_loss", "val_loss", "val_acc"):
-        np.testing.assert_allclose(b[col], a[col], rtol=1e-5)
-    (tmp_path / "runs" / f"{a.run.iloc[0]}.json").unlink()
-    with pytest.raises(FileNotFoundError):
-        decisions.chapter_curves(results, fresh=True, fresh_dir=tmp_path)
