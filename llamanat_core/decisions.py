@@ -194,6 +194,25 @@ def solve_table(results: pd.DataFrame, variants, tasks=("addition", "recall"),
     return pd.DataFrame(out).set_index(["task", "regime", "variant"])
 
 
+def solve_rows(groups: dict, index_name: str = "row") -> pd.DataFrame:
+    """`solve_table` for rows that are not a variant's reference configuration (a RoPE
+    base, an answer formulation): `groups` maps a label to that row's runs (`runs`).
+    Columns as in `solve_table`; an empty group is an error."""
+    out = []
+    for label, g in groups.items():
+        if g.empty:
+            raise ValueError(f"no runs for the row {label!r}")
+        censored = g.censored.astype(bool)
+        k, n = int((~censored).sum()), len(g)
+        rate, lo, hi = stats.solve_rate(k, n)
+        med, mlo, mhi = stats.km_median(g.time, censored)
+        out.append({index_name: label, "solved": f"{k} of {n}",
+                    "solve rate [95% CI]": f"{100 * rate:.0f}% [{100 * lo:.0f}, {100 * hi:.0f}]",
+                    "median step to solve [95% CI]": f"{_steps(med)} [{_steps(mlo)}, {_steps(mhi)}]",
+                    "k": k, "n": n, "median": med})
+    return pd.DataFrame(out).set_index(index_name)
+
+
 # ---------------------------------------------------------------- memorisation
 
 def loss_at_stop(curves: pd.DataFrame) -> pd.DataFrame:
@@ -211,3 +230,4 @@ def loss_at_stop(curves: pd.DataFrame) -> pd.DataFrame:
 __all__ = ["ClaimError", "claim", "study_verdicts", "select", "verdict_row", "verdict_table",
            "verdict_counts", "effect_text", "p_text", "runs", "solve_table", "loss_at_stop",
            "REGIMES", "REGIME_NAMES"]
+__all__ += ["solve_rows"]

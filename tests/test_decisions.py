@@ -119,3 +119,28 @@ def test_km_and_loss_figures_draw_and_reject_missing_rows(results):
     assert plotting.png_bytes(fig) == plotting.png_bytes(fig)
     with pytest.raises(ValueError, match="no curves for wide_ff"):
         plotting.loss_figure(load_curves(), "wide_ff", "recall")
+
+
+def test_solve_rows_and_panels_for_rows_other_than_a_variant(results):
+    """The sweep's bases (rows that are not a variant's reference configuration): counts
+    as in the runs, one KM curve per row, an empty row or panel refused."""
+    runs = decisions.runs(results)
+    sweep = runs[runs.run.isin(results[results.measurement == "sweep"].run)]
+    groups = {f"base {t:,.0f}": sweep[np.isclose(sweep.rope_theta, t)] for t in (10.0, 10_000.0)}
+    table = decisions.solve_rows(groups, index_name="base")
+    for label, g in groups.items():
+        assert table.loc[label, "n"] == len(g) == 10
+        assert table.loc[label, "k"] == int((~g.censored).sum())
+    with pytest.raises(ValueError, match="no runs for the row 'nothing'"):
+        decisions.solve_rows({"nothing": sweep.iloc[:0]})
+    plotting.use_book_style()
+    fig = plotting.km_panels_figure({"recall": groups}, cap=4800)
+    labels = [ln.get_label() for ln in fig.axes[0].get_lines() if not ln.get_label().startswith("_")]
+    assert labels == [f"{label} ({table.loc[label, 'k']}/10)" for label in groups]
+    curves = load_curves()
+    curves = curves[curves.run.isin(sweep.run)]
+    fig = plotting.loss_panels_figure({"base 10": curves[np.isclose(curves.rope_theta, 10.0)]},
+                                      hline=math.log(4), hline_label="ln 4")
+    assert fig.axes[0].get_title() == "base 10"
+    with pytest.raises(ValueError, match="no curves for the panel 'empty'"):
+        plotting.loss_panels_figure({"empty": curves.iloc[:0]})

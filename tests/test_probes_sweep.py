@@ -60,3 +60,26 @@ def test_verdict_sentence_follows_decided():
     assert not split.decided and "the gap is not decided" in s and "(identical on every seed)" not in s
     same = compare(frame([0.9, 0.9, 0.9]), "rope_theta", 10.0, 10_000.0)
     assert "identical on every seed" in verdict_sentence([decided, same], what="accuracy")
+
+
+def test_value_offsets_follow_the_item_layout():
+    from llamanat_core.probes.sweep import value_offsets
+
+    # k v | k v | ... = q: values at 1, 4, 7, ...; the probe key (the reader) at 3n
+    assert value_offsets(4) == [2, 5, 8, 11]
+    assert value_offsets(12) == list(range(2, 36, 3))
+
+
+def test_steady_pairs_by_hand():
+    """A pair is steady when it turns less than a quarter turn across the item's values:
+    speed * (farthest - nearest offset) < pi/2."""
+    from llamanat_core.probes.sweep import steady_pairs, steady_table
+
+    # head_dim 2: pair 0 alone, one radian per position; 9 positions between the values
+    assert steady_pairs(10_000.0, 4, head_dim=2) == 0
+    # base 10 at 4 pairs: pair 7 turns 10^(-7/8) * 9 = 1.20 rad (steady), pair 6 1.60 (not)
+    assert 10 ** (-7 / 8) * 9 < math.pi / 2 < 10 ** (-6 / 8) * 9
+    t = steady_table(THETAS)
+    assert t.to_numpy().tolist() == [[1, 0, 0], [4, 3, 2], [6, 5, 5], [6, 6, 6]]
+    assert (t.diff(axis=1).fillna(0) <= 0).all().all()  # longer items never gain a steady pair
+    assert (t.diff().fillna(0) >= 0).all().all()  # a larger base never loses one

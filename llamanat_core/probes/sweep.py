@@ -53,3 +53,38 @@ def period_table(thetas, head_dim: int = HEAD_DIM, span: int = LONGEST) -> pd.Da
 def base_label(theta: float) -> str:
     """10000.0 -> '10,000' (the base as the book writes it)."""
     return f"{theta:,.0f}"
+
+
+# ---------------------------------------------------------------- which pairs hold a match steady
+
+QUARTER_TURN = math.pi / 2
+
+
+def value_offsets(n_pairs: int) -> list[int]:
+    """How far back each value of an n-pair item sits from the position that reads the
+    answer (the probe key, the prompt's last token): `k0 v0 | k1 v1 | ... = kq` puts
+    value j at position 3j + 1 and the probe key at 3n."""
+    from ..tasks import VALUE0, Recall
+
+    ids = Recall(0, n_pairs).splits(0, 0, 1).test.prompt[0]
+    last = len(ids) - 1
+    return sorted(last - int(p) for p in torch.nonzero((ids >= VALUE0) & (ids < VALUE0 + 16)).ravel())
+
+
+def steady_pairs(theta: float, n_pairs: int, head_dim: int = HEAD_DIM) -> int:
+    """How many channel pairs turn less than a quarter turn between the nearest and the
+    farthest value of an n-pair item, seen from the answer position. Such a pair can be
+    aligned so that every value's angle stays within an eighth of a turn of the best
+    one, scoring a match nearly alike wherever the value sits; a pair that turns further
+    scores the same key differently at different distances."""
+    offsets = value_offsets(n_pairs)
+    width = offsets[-1] - offsets[0]
+    inv = inverse_frequencies(head_dim, theta).double()
+    return int((inv * width < QUARTER_TURN).sum())
+
+
+def steady_table(thetas, pair_counts=(4, 8, 12), head_dim: int = HEAD_DIM) -> pd.DataFrame:
+    """Bases × item lengths: the pairs that turn less than a quarter turn across the item's
+    values (`steady_pairs`), out of head_dim/2."""
+    return pd.DataFrame({f"{n} pairs": [steady_pairs(t, n, head_dim) for t in thetas]
+                         for n in pair_counts}, index=pd.Index([float(t) for t in thetas], name="base"))
