@@ -96,6 +96,20 @@ def pick_seeds(results: pd.DataFrame, variant: str, task: str) -> Seeds:
 
 # ---------------------------------------------------------------- attention maps
 
+def call_arguments(model: TinyLlama, ids: torch.Tensor, modules) -> list[tuple]:
+    """Run the model once on ids and return, in call order, (module, args, kwargs) of every
+    call to each of `modules`: what a layer was given, for recomputing what it did."""
+    calls: list[tuple] = []
+    hooks = [m.register_forward_pre_hook(lambda mod, args, kwargs: calls.append((mod, args, kwargs)),
+                                         with_kwargs=True) for m in modules]
+    try:
+        model(ids)
+    finally:
+        for h in hooks:
+            h.remove()
+    return calls
+
+
 @torch.no_grad()
 def attention_weights(model: TinyLlama, ids: torch.Tensor) -> torch.Tensor:
     """ids (B, T) -> (L, B, H, T, T): the attention probabilities of every layer and query
@@ -105,20 +119,11 @@ def attention_weights(model: TinyLlama, ids: torch.Tensor) -> torch.Tensor:
     attention input and position tables are captured on the way and its scores are
     recomputed from them with its own projections.
     """
-    captured: list[tuple] = []
-
-    def grab(module, args, kwargs):
+    captured = []
+    for attn, args, kwargs in call_arguments(model, ids, [layer.self_attn for layer in model.layers]):
         x = args[0] if args else kwargs["x"]
         rope = args[1] if len(args) > 1 else kwargs.get("rope")
-        captured.append((module, x, rope))
-
-    hooks = [layer.self_attn.register_forward_pre_hook(grab, with_kwargs=True)
-             for layer in model.layers]
-    try:
-        model(ids)
-    finally:
-        for h in hooks:
-            h.remove()
+        captured.append((attn, x, rope))
     return torch.stack([_layer_weights(attn, x, rope) for attn, x, rope in captured])
 
 

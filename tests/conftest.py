@@ -78,3 +78,19 @@ def pytest_sessionfinish(session, exitstatus):
             print(message)
         if fail:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture(scope="session")
+def committed_results():
+    """The committed study's results frame, loaded once for every test that reads it."""
+    from llamanat_core.study import load_results
+
+    return load_results()
+
+
+@pytest.fixture(scope="session")
+def committed_verdicts(committed_results):
+    """`stats.verdicts` of the committed study, computed once."""
+    from llamanat_core import decisions
+
+    return decisions.study_verdicts(committed_results)

@@ -7,17 +7,7 @@ import pandas as pd
 import pytest
 
 from llamanat_core import decisions, plotting, stats
-from llamanat_core.study import load_curves, load_results
-
-
-@pytest.fixture(scope="module")
-def results():
-    return load_results()
-
-
-@pytest.fixture(scope="module")
-def verdicts(results):
-    return decisions.study_verdicts(results)
+from llamanat_core.study import load_curves
 
 
 def test_claim_passes_silently_and_fails_naming_the_sentence():
@@ -43,24 +33,24 @@ def test_claim_refuses_a_premise_that_is_not_a_bool():
         decisions.claim(0.3, "x")
 
 
-def test_study_verdicts_are_the_stats_verdicts_of_the_committed_study(results, verdicts):
-    pd.testing.assert_frame_equal(verdicts, stats.verdicts(results))
+def test_study_verdicts_are_the_stats_verdicts_of_the_committed_study(committed_results, committed_verdicts):
+    pd.testing.assert_frame_equal(committed_verdicts, stats.verdicts(committed_results))
 
 
-def test_select_filters_and_rejects_what_the_study_lacks(verdicts):
-    rows = decisions.select(verdicts, measurement="matrix", controls="abs_pos", metrics="test_acc")
+def test_select_filters_and_rejects_what_the_study_lacks(committed_verdicts):
+    rows = decisions.select(committed_verdicts, measurement="matrix", controls="abs_pos", metrics="test_acc")
     assert set(rows.task) == {"addition", "recall"} and set(rows.regime) == {"finite", "fresh"}
     assert all(m.startswith("test_acc@") for m in rows.metric)
     with pytest.raises(ValueError, match="no verdict.*wide_ff"):
-        decisions.select(verdicts, controls="wide_ff")
+        decisions.select(committed_verdicts, controls="wide_ff")
 
 
-def test_verdict_row_is_one_row_or_an_error(verdicts):
-    row = decisions.verdict_row(verdicts, "abs_pos", "addition", "finite", "time_to_solve")
+def test_verdict_row_is_one_row_or_an_error(committed_verdicts):
+    row = decisions.verdict_row(committed_verdicts, "abs_pos", "addition", "finite", "time_to_solve")
     assert row.comparison == "abs_pos vs llama" and row.verdict in stats.VERDICTS
     # abs_pos recall test_acc lives under "matrix" and (as 8/12 pairs) under "length":
     # test_acc itself is only a matrix metric, so this is still one row
-    decisions.verdict_row(verdicts, "abs_pos", "recall", "finite", "test_acc")
+    decisions.verdict_row(committed_verdicts, "abs_pos", "recall", "finite", "test_acc")
 
 
 def test_effect_text_uses_the_metric_unit():
@@ -71,23 +61,23 @@ def test_effect_text_uses_the_metric_unit():
     assert decisions.p_text(0.0004) == "< 0.001" and decisions.p_text(0.0137) == "0.014"
 
 
-def test_verdict_table_has_one_row_per_selected_verdict(verdicts):
-    rows = decisions.select(verdicts, measurement="matrix", controls=["abs_pos", "mqa"])
-    table = decisions.verdict_table(verdicts, measurement="matrix", controls=["abs_pos", "mqa"])
+def test_verdict_table_has_one_row_per_selected_verdict(committed_verdicts):
+    rows = decisions.select(committed_verdicts, measurement="matrix", controls=["abs_pos", "mqa"])
+    table = decisions.verdict_table(committed_verdicts, measurement="matrix", controls=["abs_pos", "mqa"])
     assert len(table) == len(rows)
     assert list(table["verdict"]) == list(rows.verdict)
     assert table.index.names == ["comparison", "task", "regime", "metric"]
 
 
-def test_verdict_counts_sum_to_every_comparison(verdicts):
-    counts = decisions.verdict_counts(verdicts)
-    assert counts.to_numpy().sum() == len(verdicts)
+def test_verdict_counts_sum_to_every_comparison(committed_verdicts):
+    counts = decisions.verdict_counts(committed_verdicts)
+    assert counts.to_numpy().sum() == len(committed_verdicts)
     assert list(counts.index) == ["finite", "fresh"]
 
 
-def test_solve_table_counts_solved_runs(results):
-    table = decisions.solve_table(results, ["llama", "abs_pos"], tasks=["recall"])
-    runs = decisions.runs(results)
+def test_solve_table_counts_solved_runs(committed_results):
+    table = decisions.solve_table(committed_results, ["llama", "abs_pos"], tasks=["recall"])
+    runs = decisions.runs(committed_results)
     for (task, regime, variant), row in table.iterrows():
         g = runs[(runs.task == task) & (runs.regime == regime) & (runs.variant == variant)
                  & (runs.answer == "name") & np.isclose(runs.rope_theta, 10_000.0)]
@@ -95,7 +85,7 @@ def test_solve_table_counts_solved_runs(results):
         assert row.k == int((~g.censored).sum())
         assert row["solved"] == f"{row.k} of {row.n}"
     with pytest.raises(ValueError, match="no runs"):
-        decisions.solve_table(results, ["wide_ff"])
+        decisions.solve_table(committed_results, ["wide_ff"])
 
 
 def test_loss_at_stop_is_each_runs_last_evaluation():
@@ -107,9 +97,9 @@ def test_loss_at_stop_is_each_runs_last_evaluation():
     assert row.train_loss == own.train_loss and row.gap == pytest.approx(own.val_loss - own.train_loss)
 
 
-def test_km_and_loss_figures_draw_and_reject_missing_rows(results):
+def test_km_and_loss_figures_draw_and_reject_missing_rows(committed_results):
     plotting.use_book_style()
-    runs = decisions.runs(results)
+    runs = decisions.runs(committed_results)
     fig = plotting.km_figure(runs, ["llama", "abs_pos"], "addition", cap=4800)
     ax = fig.axes[0]
     # one step curve per variant, ending at the fraction of seeds solved
@@ -135,11 +125,11 @@ def test_largest_gap_is_each_runs_worst_evaluation():
     assert (gaps.set_index("run").max_gap >= last.reindex(gaps.run).to_numpy() - 1e-12).all()
 
 
-def test_solve_rows_and_panels_for_rows_other_than_a_variant(results):
+def test_solve_rows_and_panels_for_rows_other_than_a_variant(committed_results):
     """The sweep's bases (rows that are not a variant's reference configuration): counts
     as in the runs, one KM curve per row, an empty row or panel refused."""
-    runs = decisions.runs(results)
-    sweep = runs[runs.run.isin(results[results.measurement == "sweep"].run)]
+    runs = decisions.runs(committed_results)
+    sweep = runs[runs.run.isin(committed_results[committed_results.measurement == "sweep"].run)]
     groups = {f"base {t:,.0f}": sweep[np.isclose(sweep.rope_theta, t)] for t in (10.0, 10_000.0)}
     table = decisions.solve_rows(groups, index_name="base")
     for label, g in groups.items():

@@ -42,26 +42,6 @@ def test_base_label():
     assert [base_label(t) for t in THETAS] == ["10", "100", "10,000", "1,000,000"]
 
 
-def test_verdict_sentence_follows_decided():
-    """report.verdict_sentence (added for this chapter): the wording flips with the data."""
-    import pandas as pd
-
-    from llamanat_core.report import compare, verdict_sentence
-
-    def frame(low):  # base 10 against base 10,000 on three seeds
-        return pd.DataFrame({"rope_theta": [10.0] * 3 + [10_000.0] * 3, "seed": [0, 1, 2] * 2,
-                             "final": True, "step": 1200, "test_acc": low + [0.9, 0.9, 0.9]})
-
-    decided = compare(frame([0.5, 0.5, 0.5]), "rope_theta", 10.0, 10_000.0)
-    s = verdict_sentence([decided], what="accuracy")
-    assert decided.decided and "1 of 1 gap is decided: 10.0 is below 10000.0 by 40.0 points" in s
-    split = compare(frame([1.0, 0.8, 0.9]), "rope_theta", 10.0, 10_000.0)
-    s = verdict_sentence([split], what="accuracy")
-    assert not split.decided and "the gap is not decided" in s and "(identical on every seed)" not in s
-    same = compare(frame([0.9, 0.9, 0.9]), "rope_theta", 10.0, 10_000.0)
-    assert "identical on every seed" in verdict_sentence([decided, same], what="accuracy")
-
-
 def test_value_offsets_follow_the_item_layout():
     from llamanat_core.probes.sweep import value_offsets
 

@@ -5,8 +5,7 @@ import math
 import pandas as pd
 import pytest
 
-from llamanat_core import decisions, replication
-from llamanat_core.study import load_results
+from llamanat_core import replication
 
 # The published numbers, as the study published them: (finding, value, ± spread, seeds).
 TRANSCRIBED = {
@@ -23,16 +22,6 @@ TRANSCRIBED = {
     "E_NAME": ("e", 1.000, None, 1),
     "E_UNTIED_COPY": ("e", -0.045, None, 1),
 }
-
-
-@pytest.fixture(scope="module")
-def results():
-    return load_results()
-
-
-@pytest.fixture(scope="module")
-def verdicts(results):
-    return decisions.study_verdicts(results)
 
 
 def test_the_published_numbers_are_exactly_the_transcribed_ones():
@@ -92,9 +81,9 @@ def test_no_lead_is_replicated_by_worse_or_equivalent_and_refuted_by_better():
     assert replication.replicates(_rows(), finding) == "not decided"
 
 
-def test_each_finding_is_tested_by_comparisons_the_study_decides(verdicts):
+def test_each_finding_is_tested_by_comparisons_the_study_decides(committed_verdicts):
     for f in replication.FINDINGS:
-        rows = replication.finding_rows(verdicts, f)
+        rows = replication.finding_rows(committed_verdicts, f)
         if not f.tests:
             assert rows.empty and f.no_test  # the untied head: no comparison, and it says why
             continue
@@ -104,8 +93,8 @@ def test_each_finding_is_tested_by_comparisons_the_study_decides(verdicts):
             assert set(own.measurement) == {t.measurement}
 
 
-def test_the_committed_study_replicates_what_the_chapter_says(results, verdicts):
-    table = replication.replication_table(results, verdicts)
+def test_the_committed_study_replicates_what_the_chapter_says(committed_results, committed_verdicts):
+    table = replication.replication_table(committed_results, committed_verdicts)
     assert list(table.index) == [f"({f.key})" for f in replication.FINDINGS]
     got = dict(zip(table.index, table["replicates?"]))
     assert got == {"(a)": "yes", "(b)": "not decided", "(c)": "in one regime",
@@ -116,20 +105,20 @@ def test_the_committed_study_replicates_what_the_chapter_says(results, verdicts)
     assert table.loc["(a)", "verdicts"] == "finite: better, better; fresh: better, better"
 
 
-def test_our_numbers_are_the_study_rows(results):
-    vals = replication.seed_values(results, "abs_pos", "addition", "finite")
+def test_our_numbers_are_the_study_rows(committed_results):
+    vals = replication.seed_values(committed_results, "abs_pos", "addition", "finite")
     assert len(vals) == 10 and list(vals.index) == list(range(10))
     # the fixed checkpoint is the row flagged `final`; an explicit step picks that row
-    assert vals.equals(replication.seed_values(results, "abs_pos", "addition", "finite", step=1200))
-    assert replication.seed_values(results, "abs_pos", "addition", "finite", step=7).empty
+    assert vals.equals(replication.seed_values(committed_results, "abs_pos", "addition", "finite", step=1200))
+    assert replication.seed_values(committed_results, "abs_pos", "addition", "finite", step=7).empty
     assert replication.mean_sd(pd.Series([0.5, 1.0])) == "0.750 ± 0.250"
     assert replication.mean_sd(pd.Series([], dtype=float)) == "–"
     llama = {"variant": "llama", "task": "recall"}
-    k, n = replication.paired_below(results, {**llama, "theta": 10.0}, llama, "finite")
-    a = replication.seed_values(results, "llama", "recall", "finite", theta=10.0)
-    b = replication.seed_values(results, "llama", "recall", "finite")
+    k, n = replication.paired_below(committed_results, {**llama, "theta": 10.0}, llama, "finite")
+    a = replication.seed_values(committed_results, "llama", "recall", "finite", theta=10.0)
+    b = replication.seed_values(committed_results, "llama", "recall", "finite")
     assert (k, n) == (int((a < b).sum()), 10)
-    d = replication.paired_mean_difference(results, {**llama, "theta": 10.0}, llama, "finite")
+    d = replication.paired_mean_difference(committed_results, {**llama, "theta": 10.0}, llama, "finite")
     assert math.isclose(d, float((a - b).mean()))
     with pytest.raises(ValueError, match="unknown finding"):
-        replication.our_numbers(results, "z")
+        replication.our_numbers(committed_results, "z")

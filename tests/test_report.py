@@ -114,77 +114,8 @@ def test_addition_chance_and_bad_inputs():
 
 # ------------------------------------------------------------------ paired comparisons
 
-def test_compare_pairs_by_seed():
-    df = frame({"a": [0.9, 0.8, 0.7], "b": [0.5, 0.5, 0.5]})
-    df = df[~((df.variant == "b") & (df.seed == 2))]  # b lacks seed 2: only shared seeds pair
-    c = report.compare(df, "variant", "a", "b")
-    assert c.seeds == (0, 1)
-    assert c.diffs == pytest.approx((0.4, 0.3))
-    assert c.gap == pytest.approx(0.35) and c.wins == 2 and c.losses == 0
-    assert c.max_seed_std == pytest.approx(max(np.std([0.9, 0.8]), 0.0))
-    with pytest.raises(ValueError, match="no shared seeds"):
-        report.compare(df, "variant", "a", "c")
-
-
-@pytest.mark.parametrize("a, b, verdict", [
-    ([0.9, 0.8, 0.85], [0.5, 0.55, 0.5], "decided"),           # every seed, gap >> spread
-    ([0.9, 0.1, 0.5], [0.8, 0.0, 0.45], "inside seed spread"),  # every seed, but gap < spread
-    ([0.6, 0.4, 0.6], [0.2, 0.5, 0.2], "seeds disagree"),      # gap > spread, a seed flips
-])
-def test_verdicts(a, b, verdict):
-    c = report.compare(frame({"a": a, "b": b}), "variant", "a", "b")
-    assert report.paired_table([c]).loc["a − b", "verdict"] == verdict
-    assert c.decided == (verdict == "decided")
-
-
-def test_paired_table_formats_each_seed_in_points():
-    c = report.compare(frame({"a": [0.9, 0.8], "b": [0.5, 0.85]}), "variant", "a", "b")
-    row = report.paired_table([c]).loc["a − b"]
-    assert row["seed 0"] == "+40.0" and row["seed 1"] == "-5.0" and row["mean gap"] == "+17.5"
-    loss = report.paired_table([report.compare(frame({"a": [0.9, 0.8], "b": [0.5, 0.85]}),
-                                               "variant", "a", "b", value="val_loss")], percent=False)
-    assert loss.loc["a − b", "seed 0"] == "-0.400"
-
 
 # ------------------------------------------------------------------ generated sentences
-
-def test_sentence_flips_with_the_data():
-    ahead = report.compare(frame({"a": [0.9, 0.8], "b": [0.5, 0.5]}), "variant", "a", "b")
-    behind = report.compare(frame({"a": [0.5, 0.5], "b": [0.9, 0.8]}), "variant", "a", "b")
-    s1, s2 = ahead.sentence(), behind.sentence()
-    assert s1.startswith("a is ahead of b on test accuracy by 35.0 points (85.0% against 50.0%)")
-    assert "ahead on 2 of 2 paired seeds" in s1 and s1.endswith("exceeds the seed spread.")
-    assert s2.startswith("b is ahead of a")
-    same = report.compare(frame({"a": [0.5, 0.5], "b": [0.5, 0.5]}), "variant", "a", "b")
-    assert same.sentence() == "a and b reach the same mean test accuracy (50.0%)."
-    assert "llama (SwiGLU) is ahead" in ahead.sentence(label_a="llama (SwiGLU)")
-
-
-def test_sentence_inside_the_spread_says_so():
-    c = report.compare(frame({"a": [0.9, 0.1], "b": [0.8, 0.05]}), "variant", "a", "b")
-    assert "inside the seed spread (std up to 40.0 points)" in c.sentence()
-
-
-def test_rank_sentence_and_mean_order():
-    t = report.seed_table(frame({"a": [0.2, 0.4], "b": [0.9, 0.9], "c": [0.9, 0.9]}))
-    assert report.rank_sentence(t) == "Ranked by mean test accuracy: b (90.0%), c (90.0%), a (30.0%)."
-    assert report.mean_order(t) == "b (90.0%) = c (90.0%) > a (30.0%)"
-    low = report.rank_sentence(t, what="loss", percent=False, higher_is_better=False)
-    assert low.startswith("Ranked by mean loss: a (0.300)")
-
-
-def test_verdict_sentence_counts_with_grammar():
-    decided = report.compare(frame({"a": [0.9, 0.8], "b": [0.1, 0.1]}), "variant", "a", "b")
-    spread = report.compare(frame({"a": [0.9, 0.1], "b": [0.8, 0.05]}), "variant", "a", "b")
-    one = report.verdict_sentence([decided, spread])
-    assert one.startswith("On test accuracy, 1 of 2 gaps is decided: a is above b by 75.0 points")
-    assert "Not decided: a against b (inside the seed spread)." in one
-    assert report.verdict_sentence([spread]).startswith("On test accuracy, the gap is not decided.")
-    assert "none of the 2 gaps is decided" in report.verdict_sentence([spread, spread])
-    two = report.verdict_sentence([decided, decided])
-    assert "2 of 2 gaps are decided" in two
-    with pytest.raises(ValueError):
-        report.verdict_sentence([])
 
 
 def test_sci_for_prose():
@@ -258,13 +189,6 @@ def test_seed_curves_put_the_legend_outside_the_axes():
     legend = ax.get_legend()
     assert legend is not None and legend.get_bbox_to_anchor().x0 >= ax.get_window_extent().x1 - 1
     plt.close(fig)
-
-
-def test_orderings_sentence_agrees_in_number():
-    df = pd.concat([frame({"a": [0.9, 0.8], "b": [0.1, 0.1]}, task="addition"),
-                    frame({"a": [0.9, 0.1], "b": [0.8, 0.05]}, task="recall")])
-    s = report.orderings_sentence(df, "variant", ["a", "b"])
-    assert "give the same order, but 1 of its 2 pairwise gaps (both tasks counted) is inside" in s
 
 
 def test_range_text():

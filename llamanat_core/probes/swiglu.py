@@ -133,14 +133,10 @@ def trained_hidden(model: TinyLlama, ids: torch.Tensor) -> dict[str, torch.Tenso
     """Run ids (B, T) through the model and return, over every layer and position,
     the gate and up pre-activations (`gate`, `up`) and the SwiGLU hidden units
     (`hidden` = silu(gate) * up), flattened."""
-    inputs = []
-    hooks = [layer.mlp.register_forward_hook(lambda m, args, out: inputs.append((m, args[0])))
-             for layer in model.layers]
-    try:
-        model(ids)
-    finally:
-        for h in hooks:
-            h.remove()
+    from ..mechanism import call_arguments
+
+    mlps = [layer.mlp for layer in model.layers]
+    inputs = [(m, args[0]) for m, args, _ in call_arguments(model, ids, mlps)]
     gate = torch.cat([m.gate_proj(x).flatten() for m, x in inputs])
     up = torch.cat([m.up_proj(x).flatten() for m, x in inputs])
     hidden = torch.cat([m.hidden(x).flatten() for m, x in inputs])

@@ -30,6 +30,7 @@ from .plan import (
 )
 from .results import (
     FRESH_DIR,
+    chapter_curves,
     chapter_results,
     curves_frame,
     frame,
@@ -45,5 +46,5 @@ __all__ = ["STUDY_DIR", "WEIGHTS_DIR", "check_entry", "environment", "execute", 
            "load_weights", "run_path", "store", "weights_path", "weights_step", "ALPHABET_VARIANTS",
            "EXTRAPOLATE",
            "MEASUREMENTS", "SEEDS", "STUDY_VERSION", "THETAS", "Run", "plan", "unique_runs",
-           "FRESH_DIR", "fresh_runs_dir", "chapter_results", "curves_frame", "frame", "load_curves",
-           "load_results", "run_study", "summary_path", "write_summary"]
+           "FRESH_DIR", "fresh_runs_dir", "chapter_curves", "chapter_results", "curves_frame", "frame",
+           "load_curves", "load_results", "run_study", "summary_path", "write_summary"]
