@@ -33,13 +33,29 @@ class ClaimError(AssertionError):
     """A sentence of a chapter's text is no longer supported by the data."""
 
 
+class ClaimWarning(UserWarning):
+    """A sentence of the text that a reader's own run does not support."""
+
+
+_COMMITTED_RUN = [True]  # set by the chapter's parameter check (`set_committed_run`)
+
+
+def set_committed_run(committed: bool) -> None:
+    """Whether the chapter now executing reads the committed study with every seed, the
+    data its text was written about. `chapters.check_chapter_parameters` sets it; on any
+    other run every claim warns instead of failing."""
+    _COMMITTED_RUN[0] = bool(committed)
+
+
 def claim(premise, sentence: str, strict: bool = True) -> None:
     """Assert the premise of one sentence of the text.
 
     `premise` is a bool computed from the data; `sentence` is the sentence (or its gist)
     as the reader sees it. False raises `ClaimError` quoting the sentence; with
-    `strict=False` (a reader's own re-run, where the committed text need not hold) it
-    warns instead, so the reader sees which sentences their run does not support.
+    `strict=False` (a reader's own re-run, where the committed text need not hold), or in
+    a chapter executed on other data than the committed study's every seed (see
+    `set_committed_run`), it warns instead, so the reader sees which sentences their run
+    does not support.
     """
     if isinstance(premise, (np.bool_, bool)):
         ok = bool(premise)
@@ -49,9 +65,11 @@ def claim(premise, sentence: str, strict: bool = True) -> None:
     if ok:
         return
     message = f"the text says {sentence!r}, but the data no longer support it"
-    if strict:
+    if strict and _COMMITTED_RUN[0]:
         raise ClaimError(message)
-    warnings.warn(message, stacklevel=2)
+    # a fixed location: the warning text in an executed notebook must not carry the
+    # kernel's temporary file name (it changes every execution)
+    warnings.warn_explicit(message, ClaimWarning, filename="claim", lineno=0)
 
 
 # ---------------------------------------------------------------- verdicts
@@ -241,7 +259,8 @@ def largest_gap(curves: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values(["task", "variant", "regime", "seed"]).reset_index(drop=True)
 
 
-__all__ = ["ClaimError", "claim", "study_verdicts", "select", "verdict_row", "verdict_table",
+__all__ = ["ClaimError", "ClaimWarning", "claim", "set_committed_run", "study_verdicts", "select",
+           "verdict_row", "verdict_table",
            "verdict_counts", "effect_text", "p_text", "runs", "solve_table", "loss_at_stop",
            "largest_gap",
            "REGIMES", "REGIME_NAMES"]

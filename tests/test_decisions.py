@@ -148,3 +148,22 @@ def test_solve_rows_and_panels_for_rows_other_than_a_variant(committed_results):
     assert fig.axes[0].get_title() == "base 10"
     with pytest.raises(ValueError, match="no curves for the panel 'empty'"):
         plotting.loss_panels_figure({"empty": curves.iloc[:0]})
+
+
+def test_claims_warn_on_a_chapter_run_with_a_subset_of_the_seeds():
+    """The parameter check marks a run on other data than the committed study's every seed
+    (a subset of seeds, or fresh runs): its claims warn; the committed run's fail."""
+    from llamanat_core.chapters import check_chapter_parameters
+
+    try:
+        check_chapter_parameters(seeds=[0, 1])
+        with pytest.warns(UserWarning, match="a sentence"):
+            decisions.claim(False, "a sentence")
+        check_chapter_parameters(seeds=None, fresh=True)
+        with pytest.warns(UserWarning, match="a sentence"):
+            decisions.claim(False, "a sentence")
+        check_chapter_parameters()
+        with pytest.raises(decisions.ClaimError, match="a sentence"):
+            decisions.claim(False, "a sentence")
+    finally:
+        decisions.set_committed_run(True)
