@@ -94,3 +94,14 @@ def committed_verdicts(committed_results):
     from llamanat_core import decisions
 
     return decisions.study_verdicts(committed_results)
+
+
+@pytest.fixture(autouse=True)
+def _claims_fail_by_default():
+    """A chapter's parameter check marks the process as a reader's run (its claims warn);
+    in the test process that mark must not leak from one test into the next."""
+    from llamanat_core import decisions
+
+    decisions.set_committed_run(True)
+    yield
+    decisions.set_committed_run(True)
