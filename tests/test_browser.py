@@ -40,15 +40,29 @@ PAGE_TIMEOUT = float(os.environ.get("LLAMANAT_PAGE_TIMEOUT", "60"))  # seconds; 
 pytestmark = pytest.mark.browser
 
 
-def _pages() -> list[str]:
+REFRESH = re.compile(r'<meta http-equiv="Refresh" content="0; url=([^"]+)"', re.I)
+
+
+def _pages() -> tuple[list[str], dict[str, str]]:
+    """The built pages, and the redirect pages (Sphinx's index.html) with their targets:
+    a redirect navigates away while it is inspected, so it is checked by its target."""
     if not BUILD.is_dir():
-        return []
+        return [], {}
     skip = {"_static", "_sources", "_images"}
-    return sorted(p.relative_to(BUILD).as_posix() for p in BUILD.rglob("*.html")
-                  if not skip & set(p.relative_to(BUILD).parts))
+    pages, redirects = [], {}
+    for p in sorted(BUILD.rglob("*.html")):
+        rel = p.relative_to(BUILD)
+        if skip & set(rel.parts):
+            continue
+        m = REFRESH.search(p.read_text(encoding="utf-8", errors="replace"))
+        if m:
+            redirects[rel.as_posix()] = (rel.parent / m.group(1)).as_posix()
+        else:
+            pages.append(rel.as_posix())
+    return pages, redirects
 
 
-PAGES = _pages()
+PAGES, REDIRECTS = _pages()
 
 
 def _missing(reason: str):
@@ -272,6 +286,14 @@ def test_page_renders_offline_without_errors(page, server, browser):
     broken = [i["src"] for i in state["images"] if not (i["w"] > 0 and i["h"] > 0)]
     assert not broken, f"{page}: images that did not load: {broken}"
     assert state["mathErrors"] == 0, f"{page}: {state['mathErrors']} MathJax errors"
+
+
+def test_redirect_pages_point_at_a_built_page():
+    if not PAGES:
+        _missing(f"no built book at {BUILD}")
+    assert "index.html" in REDIRECTS, "the book's index.html should redirect to its root page"
+    for page, target in REDIRECTS.items():
+        assert target in PAGES, f"{page} redirects to {target}, which is not a built page"
 
 
 def test_every_toc_entry_was_built():
