@@ -22,8 +22,8 @@ from . import stats
 
 REGIMES = ("finite", "fresh")
 REGIME_NAMES = {"finite": "finite set (4,000 items, reused)", "fresh": "fresh items every batch"}
-METRIC_LABELS = {"time_to_solve": "time to solve", "test_acc": "test accuracy",
-                 "test_acc_8": "accuracy at 8 pairs", "test_acc_12": "accuracy at 12 pairs"}
+METRIC_LABELS = {"time_to_solve": "time to solve", "test_acc": "accuracy",
+                 "test_acc_8": "8-pair accuracy", "test_acc_12": "12-pair accuracy"}
 TEST_NAMES = {stats.TESTS["time_to_solve"]: "log-rank", stats.TESTS["accuracy"]: "sign-flip"}
 
 
@@ -149,25 +149,25 @@ def p_text(p: float) -> str:
 
 
 def verdict_table(v: pd.DataFrame, **selection) -> pd.DataFrame:
-    """The verdicts for the page: one row per comparison × task × regime × metric with the
-    two rows' values, the effect and its interval, the Holm-adjusted p, the test and the
-    verdict. `selection` as in `select`."""
+    """The verdicts for the page, narrow enough for the text column: one row per
+    comparison × (task, data) × metric with the two rows' values (reference → control:
+    median steps to solve and seeds solved, or mean accuracy), the effect and its
+    interval, the Holm-adjusted p, the test and the verdict. `selection` as in `select`."""
     rows = select(v, **selection) if selection else v
     out = []
     for r in rows.itertuples():
-        tts = _metric_base(r.metric) == "time_to_solve"
-        if tts:
-            ref = f"{_steps(r.reference_value)} ({r.solved_reference} solved)"
-            ctl = f"{_steps(r.control_value)} ({r.solved_control} solved)"
+        if _metric_base(r.metric) == "time_to_solve":
+            values = (f"{_steps(r.reference_value)} → {_steps(r.control_value)} "
+                      f"({r.solved_reference} → {r.solved_control} solved)")
         else:
-            ref, ctl = f"{100 * r.reference_value:.1f}%", f"{100 * r.control_value:.1f}%"
+            values = f"{100 * r.reference_value:.1f}% → {100 * r.control_value:.1f}%"
         base, _, at = r.metric.partition("@")
-        out.append({"comparison": r.comparison, "task": r.task, "regime": r.regime,
-                    "metric": METRIC_LABELS.get(base, base) + (f" at {int(at):,}" if at else ""),
-                    "reference": ref, "control": ctl,
+        out.append({"comparison": r.comparison, "task, data": f"{r.task}, {r.regime}",
+                    "metric": METRIC_LABELS.get(base, base) + (f" @{int(at):,}" if at else ""),
+                    "reference → control": values,
                     "effect [95% CI]": effect_text(r), "p (Holm)": p_text(r.p_holm),
                     "test": TEST_NAMES.get(r.test, r.test), "verdict": r.verdict})
-    return pd.DataFrame(out).set_index(["comparison", "task", "regime", "metric"])
+    return pd.DataFrame(out).set_index(["comparison", "task, data", "metric"])
 
 
 def verdict_counts(v: pd.DataFrame) -> pd.DataFrame:

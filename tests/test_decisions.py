@@ -66,7 +66,10 @@ def test_verdict_table_has_one_row_per_selected_verdict(committed_verdicts):
     table = decisions.verdict_table(committed_verdicts, measurement="matrix", controls=["abs_pos", "mqa"])
     assert len(table) == len(rows)
     assert list(table["verdict"]) == list(rows.verdict)
-    assert table.index.names == ["comparison", "task", "regime", "metric"]
+    assert table.index.names == ["comparison", "task, data", "metric"]
+    row = table.loc[("abs_pos vs llama", "addition, finite", "time to solve")]
+    assert row["reference → control"] == "1,300 → 500 (10/10 → 10/10 solved)"
+    assert row["verdict"] == "better" and row["test"] == "log-rank"
 
 
 def test_verdict_counts_sum_to_every_comparison(committed_verdicts):
