@@ -83,7 +83,7 @@ def main() -> None:
             for i, r in enumerate(picked, 1):
                 run_study([r], Path(d), workers=1, weights_dir=Path(d) / "weights")
                 new.append(json.loads(run_path(Path(d), r).read_text())["seconds"])
-                print(f"  [{i}/{k}] {r.label}: {new[-1]:.1f} s here, {old[-1]:.1f} s recorded", flush=True)
+                print(f"  [{i}/{k}] {r.label}: {new[-1]:.1f} s here, {old[i - 1]:.1f} s recorded", flush=True)
             same = sum(same_record(run_path(Path(d), r), run_path(STUDY_DIR, r)) for r in picked)
         ratio = sum(new) / sum(old)
         projected = [s * ratio for s in secs]
