@@ -39,6 +39,11 @@ book: study chapters
 NBVAL = --nbval --nbval-sanitize-with nbval_sanitize.cfg --nbval-current-env \
 	--nbval-cell-timeout 1800
 
+# The test suites run on $(WORKERS) processes (pytest-xdist), one torch thread each. nbval
+# keeps each notebook's cells together on one worker (loadscope); the Ray tests share one
+# worker (loadgroup), so two local Ray instances never start at once.
+PARALLEL = -n $(WORKERS)
+
 lint: venv
 	$(BIN)/ruff check llamanat_core tests benchmarks
 
@@ -48,8 +53,8 @@ lint: venv
 test: venv
 	$(BIN)/ruff check llamanat_core tests benchmarks
 	$(BIN)/llamanat verify
-	$(BIN)/python -m pytest tests --ignore=tests/test_browser.py
-	$(BIN)/python -m pytest $(NBVAL) artifacts/*.ipynb
+	$(BIN)/python -m pytest tests --ignore=tests/test_browser.py $(PARALLEL) --dist loadgroup
+	$(BIN)/python -m pytest $(NBVAL) artifacts/*.ipynb $(PARALLEL) --dist loadscope
 	$(BOOK_BUILD)
 	LLAMANAT_REQUIRE_BOOK=1 $(BIN)/python -m pytest tests/test_browser.py
 
