@@ -364,6 +364,23 @@ def _heat_cmap():
     return matplotlib.colormaps[HEAT_CMAP].with_extremes(bad="white")  # masked cells: blank
 
 
+def _label_map(ax, im, xlabels, ylabels, xlabel: str, ylabel: str, title, colorbar: bool,
+               sizes=(7, 7), fraction: float = 0.046):
+    """Token names on both axes of a heatmap, its axis labels, title and colour bar."""
+    ax.set_xticks(np.arange(len(xlabels)))
+    ax.set_xticklabels(xlabels, rotation=90, fontsize=sizes[0])
+    ax.set_yticks(np.arange(len(ylabels)))
+    ax.set_yticklabels(ylabels, fontsize=sizes[1])
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(False)
+    if title:
+        ax.set_title(title, fontsize=9)
+    if colorbar:
+        ax.figure.colorbar(im, ax=ax, label=MAP_LABEL, fraction=fraction, pad=0.02)
+    return im
+
+
 def attention_heatmap(ax, weights, tokens, query_tokens=None, title: str | None = None,
                       vmax: float = 1.0, colorbar: bool = True):
     """One attention map: rows are queries, columns the keys they read, both labelled
@@ -379,18 +396,8 @@ def attention_heatmap(ax, weights, tokens, query_tokens=None, title: str | None 
     future = np.triu(np.ones(w.shape, dtype=bool), k=1 + len(tokens) - len(rows))  # (Tq, T)
     im = ax.imshow(np.ma.masked_array(w, future), cmap=_heat_cmap(), vmin=0.0, vmax=vmax,
                    aspect="auto", interpolation="nearest")
-    ax.set_xticks(np.arange(len(tokens)))
-    ax.set_xticklabels(tokens, rotation=90, fontsize=7)
-    ax.set_yticks(np.arange(len(rows)))
-    ax.set_yticklabels(rows, fontsize=7)
-    ax.set_xlabel("key (position read)")
-    ax.set_ylabel("query (position reading)")
-    ax.grid(False)
-    if title:
-        ax.set_title(title, fontsize=9)
-    if colorbar:
-        ax.figure.colorbar(im, ax=ax, label=MAP_LABEL, fraction=0.046, pad=0.02)
-    return im
+    return _label_map(ax, im, tokens, rows, "key (position read)", "query (position reading)",
+                      title, colorbar, sizes=(7, 7), fraction=0.046)
 
 
 def attention_grid(maps, tokens, title: str | None = None):
@@ -423,21 +430,14 @@ def position_heatmap(ax, frame, title: str | None = None, mark=("queried key", "
     is in `mark` get a coloured, bold label (the pair asked about)."""
     w = frame.to_numpy(dtype=float)  # (L*H, T)
     im = ax.imshow(w, cmap=_heat_cmap(), vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
-    ax.set_xticks(np.arange(w.shape[1]))
-    ax.set_xticklabels(frame.columns.get_level_values("token"), rotation=90, fontsize=7.5)
+    _label_map(ax, im, frame.columns.get_level_values("token"),
+               [f"L{layer} H{head}" for layer, head in frame.index],
+               "position read (the pair asked about in bold)", "layer, head", title, colorbar,
+               sizes=(7.5, 8), fraction=0.03)
     for label, role in zip(ax.get_xticklabels(), frame.columns.get_level_values("role")):
         if role in mark:
             label.set_color(VERMILLION)
             label.set_fontweight("bold")
-    ax.set_yticks(np.arange(w.shape[0]))
-    ax.set_yticklabels([f"L{layer} H{head}" for layer, head in frame.index], fontsize=8)
-    ax.set_xlabel("position read (the pair asked about in bold)")
-    ax.set_ylabel("layer, head")
-    ax.grid(False)
-    if title:
-        ax.set_title(title, fontsize=9)
-    if colorbar:
-        ax.figure.colorbar(im, ax=ax, label=MAP_LABEL, fraction=0.03, pad=0.02)
     return im
 
 
