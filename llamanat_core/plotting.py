@@ -253,33 +253,13 @@ def km_axes(ax, runs, variants, task: str, regime: str, cap: float | None = None
     """Kaplan–Meier curves on one axis: the fraction of seeds solved by each step (one
     step curve per variant, its 95 % band shaded), a tick where a seed stopped unsolved
     (censored at the cap). `runs` is `decisions.runs(results)`."""
-    from . import stats
-
+    groups, colors = {}, {}
     for v in variants:
-        g = runs[(runs.task == task) & (runs.regime == regime) & (runs.variant == v)
-                 & (runs.answer == "name") & np.isclose(runs.rope_theta, 10_000.0)]
-        if g.empty:
-            continue
-        color = variant_color(v)
-        until = cap if cap is not None else float(g.time.max())
-        x, y = stats.km_curve(g.time, g.censored, until=until)
-        k = int((~g.censored).sum())
-        ax.step(x, 100 * y, where="post", color=color, lw=2.0,
-                label=f"{(labels or {}).get(v, v)} ({k}/{len(g)})")
-        if band:
-            est = stats.km(g.time, g.censored)
-            bx = np.concatenate([[0.0], est.times, [until]])
-            lo = np.concatenate([[0.0], 1 - est.high, [1 - est.high[-1]]])
-            hi = np.concatenate([[0.0], 1 - est.low, [1 - est.low[-1]]])
-            ax.fill_between(bx, 100 * lo, 100 * hi, step="post", color=color, alpha=0.12, lw=0)
-        cens = g[g.censored]
-        if len(cens):
-            ax.plot(cens.time, [100 * y[-1]] * len(cens), "|", color=color, ms=10, mew=1.5)
-    ax.set_ylim(-3, 103)
-    ax.set_xlabel("training step")
-    ax.set_ylabel("seeds solved (%)")
-    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda t, _: f"{t:,.0f}"))
-    return ax
+        label = (labels or {}).get(v, v)
+        groups[label] = runs[(runs.task == task) & (runs.regime == regime) & (runs.variant == v)
+                             & (runs.answer == "name") & np.isclose(runs.rope_theta, 10_000.0)]
+        colors[label] = variant_color(v)
+    return km_groups_axes(ax, groups, colors=colors, cap=cap, band=band)
 
 
 def km_figure(runs, variants, task: str, regimes=("finite", "fresh"), cap: float | None = None,
