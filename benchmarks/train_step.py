@@ -11,7 +11,8 @@ time slices taken by other processes do not inflate (a shared cache or memory bu
 does); the ratios to the floor are the numbers to compare across machines.
 
 - ours:         the step exactly as `train.fit` runs it (`fast.FastStep`: flat
-                parameters, compiled loss unless LLAMANAT_COMPILE=0, clip, fused AdamW)
+                parameters; forward, backward, clip and AdamW in one compiled graph unless
+                LLAMANAT_COMPILE=0)
 - ours, eager:  the same step with compilation off
 - transformers: `LlamaForCausalLM` on the same config and weights (eager attention),
                 loss on the same positions, clip_grad_norm_ + AdamW(foreach)

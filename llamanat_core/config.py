@@ -13,7 +13,7 @@ NORM_POSITIONS = ("pre", "post", "none")
 POSITIONS = ("rope", "learned")
 PAIRINGS = ("half", "interleaved")
 MLPS = ("swiglu", "gelu")
-ATTENTION = ("sdpa", "manual")
+ATTENTION = ("sdpa", "manual", "elementwise")
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class Config:
     gelu_ff: int = 288  # the control's two-matrix width: 1.5 x 192 matches SwiGLU
     tie_embeddings: bool = True
     bias: bool = False  # biases on every linear layer of the blocks (LLaMA has none)
-    attention: str = "sdpa"  # "manual" is the readable path; both give the same numbers
+    attention: str = "sdpa"  # "manual" is the readable path; all three give the same numbers
     init_std: float = 0.02
 
     def __post_init__(self) -> None:

@@ -1,4 +1,4 @@
-"""The speed path of `train.fit`: one flat parameter vector, a compiled loss, fused AdamW.
+"""The speed path of `train.fit`: one flat parameter vector, the whole step in one compiled graph.
 
 Nothing here changes what is computed: the same model, the same answer-position
 cross-entropy (`train.answer_loss` itself), gradient clipping at 1.0 and AdamW (lr 1e-3,
@@ -6,15 +6,22 @@ torch's default betas and weight decay) on every parameter, as `train.PlainStep`
 What changes is how many small operations it takes:
 
 - **One flat vector.** Every distinct parameter (the tied embedding/head matrix once) is
-  a view into one flat tensor, and so is its gradient. Clipping is then one norm and one
-  scale, AdamW one fused kernel, zeroing one fill: instead of ~20 of each per step.
-- **A compiled loss.** The readable model runs through `torch.func.functional_call` on a
-  per-configuration template, and `torch.compile` (inductor, C++ on CPU) fuses the
-  element-wise work (norms, RoPE, softmax, SwiGLU, the loss) of forward and backward
-  around the matrix multiplies. The template uses the manual attention path: it is the
-  same arithmetic as SDPA and inductor fuses it, whereas SDPA's CPU kernel is an opaque,
-  slow call at 13 positions. Shapes are static (`dynamic=False`), so what a run computes
-  never depends on which runs the process did before it.
+  a view into one flat tensor, and the optimizer's two moments are flat tensors beside
+  it. Clipping is then one norm and one scale, AdamW a handful of element-wise loops:
+  instead of ~20 of each per step.
+- **One compiled step.** `train_step` is a pure function of those tensors: the readable
+  model runs through `torch.func.functional_call` on a weightless per-architecture
+  template, `torch.func.grad_and_value` gives loss and gradient, then clipping and the
+  AdamW update follow. `torch.compile` (inductor, C++ on CPU, with its C++ wrapper)
+  turns forward, backward and update into one graph: the element-wise work (norms,
+  RoPE, softmax, SwiGLU, the loss, the optimizer) fused around the matrix multiplies,
+  no autograd bookkeeping, one Python call per step. The template's attention is
+  `elementwise`: the manual path's sums written as broadcast products, which inductor
+  fuses with the softmax, where SDPA's CPU kernel (or one matrix call per 13 x 16 tile)
+  costs more in calls than in arithmetic at 13 positions. Shapes are static
+  (`dynamic=False`) and nothing run-specific is baked into the graph, so every run of
+  an architecture reuses it, and what a run computes never depends on which runs the
+  process did before it.
 
 Switch compilation off with `LLAMANAT_COMPILE=0` (or `fit(..., compile=False)`). The
 results are deterministic either way (same seed and thread count -> bit-identical), but
@@ -27,7 +34,7 @@ import os
 
 import torch
 from torch import nn
-from torch.func import functional_call
+from torch.func import functional_call, grad_and_value
 
 from .config import REFERENCE, Config
 from .model import TinyLlama
@@ -40,7 +47,7 @@ def compile_default() -> bool:
 
 
 class FlatParameters:
-    """A model's distinct parameters as views into one flat vector, with one flat gradient.
+    """A model's distinct parameters as views into one flat vector.
 
     While it lives, the model's own parameters *are* those views, so the model always
     reads the current weights (checkpoint scoring needs no copy). `release()` gives every
@@ -53,9 +60,8 @@ class FlatParameters:
         self.names = tuple(n for n, _ in named)
         self.shapes = tuple(tuple(p.shape) for _, p in named)
         self.sizes = tuple(p.numel() for _, p in named)
-        self.flat = nn.Parameter(torch.cat([p.detach().reshape(-1) for _, p in named]))
-        self.flat.grad = torch.zeros_like(self.flat)  # backward adds into it in place
-        for (_, p), view in zip(named, self.views(self.flat.detach())):
+        self.flat = torch.cat([p.detach().reshape(-1) for _, p in named])  # the step updates it
+        for (_, p), view in zip(named, self.views(self.flat)):
             p.data = view
 
     def views(self, flat: torch.Tensor) -> list[torch.Tensor]:
@@ -64,14 +70,6 @@ class FlatParameters:
     def release(self) -> None:
         for p in self.model.parameters():
             p.data = p.data.clone()
-
-
-def clip_flat_grad_(grad: torch.Tensor, max_norm: float) -> torch.Tensor:
-    """torch.nn.utils.clip_grad_norm_'s rule on one flat gradient: scale by
-    min(1, max_norm / (||g|| + 1e-6)). Returns the norm before clipping."""
-    norm = torch.linalg.vector_norm(grad)
-    grad.mul_(torch.clamp(max_norm / (norm + 1e-6), max=1.0))
-    return norm
 
 
 def flat_answer_loss(template: nn.Module, names: tuple, sizes: tuple, shapes: tuple,
@@ -86,6 +84,37 @@ def flat_answer_loss(template: nn.Module, names: tuple, sizes: tuple, shapes: tu
     return answer_loss(model, ids, answer_len)
 
 
+def adamw_(flat: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Tensor,
+           exp_avg_sq: torch.Tensor, count: torch.Tensor, lr: float) -> None:
+    """torch.optim.AdamW's update with its defaults (betas 0.9/0.999, eps 1e-8, weight
+    decay 1e-2), in place on flat tensors. `count` is the step number as a 0-d float32
+    tensor, so one compiled graph serves every step."""
+    beta1, beta2, eps, weight_decay = 0.9, 0.999, 1e-8, 1e-2
+    count.add_(1)
+    flat.mul_(1 - lr * weight_decay)  # decoupled weight decay
+    exp_avg.lerp_(grad, 1 - beta1)
+    exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+    bias1 = 1 - torch.pow(beta1, count)
+    bias2 = 1 - torch.pow(beta2, count)
+    denom = exp_avg_sq.sqrt() / bias2.sqrt() + eps
+    flat.sub_(lr * exp_avg / (bias1 * denom))
+
+
+def train_step(template: nn.Module, names: tuple, sizes: tuple, shapes: tuple,
+               answer_len: int, flat: torch.Tensor, exp_avg: torch.Tensor,
+               exp_avg_sq: torch.Tensor, count: torch.Tensor, buffers: dict,
+               ids: torch.Tensor, lr: float, clip: float) -> torch.Tensor:
+    """One whole training step as a pure function of its tensors: forward and backward
+    (torch.func), clipping, AdamW. Compiled, it is one graph; every run of an
+    architecture reuses it, since nothing run-specific is baked in."""
+    grad, loss = grad_and_value(flat_answer_loss, argnums=5)(
+        template, names, sizes, shapes, answer_len, flat, buffers, ids)
+    norm = torch.linalg.vector_norm(grad)
+    grad = grad * torch.clamp(clip / (norm + 1e-6), max=1.0)
+    adamw_(flat, grad, exp_avg, exp_avg_sq, count, lr)
+    return loss
+
+
 _TEMPLATES: dict[Config, TinyLlama] = {}
 _COMPILED = None
 
@@ -97,14 +126,14 @@ def _template(cfg: Config) -> TinyLlama:
     buffers in (never the template's), so runs that differ only in the base share a
     template and a compiled graph; a test trains a non-default base both ways.
     """
-    key = cfg.replace(attention="manual", rope_theta=REFERENCE.rope_theta)
+    key = cfg.replace(attention="elementwise", rope_theta=REFERENCE.rope_theta)
     if key not in _TEMPLATES:
         with torch.device("meta"):
             _TEMPLATES[key] = TinyLlama(key, seed=None)
     return _TEMPLATES[key]
 
 
-def _compiled_loss():
+def _compiled_step():
     global _COMPILED
     if _COMPILED is None:
         import torch._dynamo
@@ -114,7 +143,8 @@ def _compiled_loss():
                      "accumulated_recompile_limit"):
             if hasattr(cfg, name):
                 setattr(cfg, name, max(getattr(cfg, name), 512))
-        _COMPILED = torch.compile(flat_answer_loss, dynamic=False)
+        # the C++ wrapper calls the graph's kernels without a Python frame per kernel
+        _COMPILED = torch.compile(train_step, dynamic=False, options={"cpp_wrapper": True})
     return _COMPILED
 
 
@@ -126,24 +156,18 @@ class FastStep:
         self.params = FlatParameters(model)
         self.buffers = dict(model.named_buffers())
         self.template = _template(model.cfg)
-        self.answer_len, self.clip = answer_len, clip
-        self.loss_fn = _compiled_loss() if (compile_default() if compile is None else compile) \
-            else flat_answer_loss
-        self.opt = torch.optim.AdamW([self.params.flat], lr=lr, fused=True)
-
-    def loss(self, ids: torch.Tensor) -> torch.Tensor:
-        p = self.params
-        return self.loss_fn(self.template, p.names, p.sizes, p.shapes, self.answer_len,
-                            p.flat, self.buffers, ids)
+        self.answer_len, self.lr, self.clip = answer_len, lr, clip
+        self.step_fn = _compiled_step() if (compile_default() if compile is None else compile) \
+            else train_step
+        flat = self.params.flat
+        self.exp_avg, self.exp_avg_sq = torch.zeros_like(flat), torch.zeros_like(flat)
+        self.count = torch.zeros((), dtype=torch.float32)  # float64 would not advance in the graph
 
     def __call__(self, ids: torch.Tensor) -> torch.Tensor:
-        grad = self.params.flat.grad
-        grad.zero_()
-        loss = self.loss(ids)
-        loss.backward()  # accumulates into the zeroed flat gradient
-        clip_flat_grad_(grad, self.clip)
-        self.opt.step()
-        return loss.detach()
+        p = self.params
+        return self.step_fn(self.template, p.names, p.sizes, p.shapes, self.answer_len, p.flat,
+                            self.exp_avg, self.exp_avg_sq, self.count, self.buffers, ids,
+                            self.lr, self.clip)
 
     def release(self) -> None:
         self.params.release()

@@ -127,7 +127,8 @@ def score(model: TinyLlama, task, data: TaskData) -> float:
     """Accuracy by free-running greedy generation, the whole set at once, with a KV cache."""
     was_training = model.training
     model.eval()
-    generated = model.generate(data.prompt, data.answer_len, use_cache=True)
+    # one answer token is one forward pass: nothing to cache for later tokens
+    generated = model.generate(data.prompt, data.answer_len, use_cache=data.answer_len > 1)
     model.train(was_training)
     correct = task.grade(data.prompt, generated, data.answer)
     return int(correct.sum()) / len(data)  # an exact fraction of the set, as a Python float
@@ -136,6 +137,21 @@ def score(model: TinyLlama, task, data: TaskData) -> float:
 @torch.no_grad()
 def eval_loss(model: TinyLlama, data: TaskData) -> float:
     return answer_loss(model, data.ids, data.answer_len).item()
+
+
+@torch.no_grad()
+def loss_and_score(model: TinyLlama, task, data: TaskData) -> tuple[float, float]:
+    """(eval_loss, score) of one set. With a one-token answer one forward pass gives both:
+    the logits at the answer position are the loss's and the greedy answer's."""
+    if data.answer_len != 1:
+        return eval_loss(model, data), score(model, task, data)
+    was_training = model.training
+    model.eval()
+    logits = model(data.prompt, last=1)  # (B, 1, V)
+    model.train(was_training)
+    loss = F.cross_entropy(logits[:, 0], data.answer[:, 0]).item()
+    correct = task.grade(data.prompt, logits.argmax(-1), data.answer)
+    return loss, int(correct.sum()) / len(data)
 
 
 class PlainStep:
@@ -239,9 +255,9 @@ def fit(cfg: Config, spec: TaskSpec, seed: int, budget: Budget = Budget(),
             continue
         # the dense curve: mean training loss since the last evaluation, validation scores
         since = result.losses[-(step - (result.dense[-1]["step"] if result.dense else 0)):]
-        acc = score(model, task, splits.val)
-        row = {"step": step, "train_loss": sum(since) / len(since),
-               "val_loss": eval_loss(model, splits.val), "val_acc": acc}
+        val_loss, acc = loss_and_score(model, task, splits.val)
+        row = {"step": step, "train_loss": sum(since) / len(since), "val_loss": val_loss,
+               "val_acc": acc}
         for n, s in longer_sets.items():
             row[f"val_acc_{n}"] = score(model, longer[n], s.val)
         result.dense.append(row)

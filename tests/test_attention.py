@@ -1,4 +1,4 @@
-"""The manual and SDPA attention paths agree, GQA is repeat_kv (the one place repeat_kv is
+"""The manual, SDPA and elementwise attention paths agree, GQA is repeat_kv (the one place repeat_kv is
 tested), and attention is causal."""
 import pytest
 import torch
@@ -40,7 +40,20 @@ def test_manual_and_sdpa_agree_with_sharp_attention(variant, ids):
         assert (ref - manual(ids)).abs().max() <= 5e-6 * ref.abs().max()
 
 
-@pytest.mark.parametrize("attention", ["sdpa", "manual"])
+@pytest.mark.parametrize("variant", sorted(KINDS))
+def test_elementwise_attention_is_the_manual_path(variant, ids):
+    """The compiled step's attention: the same sums as broadcast products, so the same
+    outputs to float32 rounding (sharp attention, logits of ~10), and not a copy of the
+    manual path (a dropped 1/sqrt(d) would show)."""
+    cfg = variant_config(variant, attention="manual", init_std=0.3)
+    manual = TinyLlama(cfg, seed=5).eval()
+    elementwise = TinyLlama(cfg.replace(attention="elementwise"), seed=5).eval()
+    with torch.no_grad():
+        ref, out = manual(ids), elementwise(ids)
+    assert (ref - out).abs().max() <= 5e-6 * ref.abs().max()
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "manual", "elementwise"])
 def test_chunked_prefill_with_cache_matches_full_pass(attention, ids):
     # chunks of 1 (one query, every key), 8 and 31 (a causal mask offset by the cache length)
     model = TinyLlama(variant_config("llama", attention=attention, init_std=0.1)).eval()

@@ -68,7 +68,7 @@ def test_verdict_table_has_one_row_per_selected_verdict(committed_verdicts):
     assert list(table["verdict"]) == list(rows.verdict)
     assert table.index.names == ["comparison", "task, data", "metric"]
     row = table.loc[("abs_pos vs llama", "addition, finite", "time to solve")]
-    assert row["reference → control"] == "1,300 → 500 (10/10 → 10/10 solved)"
+    assert row["reference → control"] == "1,400 → 600 (9/10 → 10/10 solved)"
     assert row["verdict"] == "better" and row["test"] == "log-rank"
 
 
@@ -107,8 +107,9 @@ def test_km_and_loss_figures_draw_and_reject_missing_rows(committed_results):
     ax = fig.axes[0]
     # one step curve per variant, ending at the fraction of seeds solved
     lines = [ln for ln in ax.get_lines() if ln.get_label() and not ln.get_label().startswith("_")]
-    assert [ln.get_label() for ln in lines] == ["llama (10/10)", "abs_pos (10/10)"]
-    assert lines[0].get_ydata()[-1] == pytest.approx(100.0)
+    assert [ln.get_label() for ln in lines] == ["llama (9/10)", "abs_pos (10/10)"]
+    assert lines[0].get_ydata()[-1] == pytest.approx(90.0)
+    assert lines[1].get_ydata()[-1] == pytest.approx(100.0)
     assert plotting.png_bytes(fig) == plotting.png_bytes(fig)
     with pytest.raises(ValueError, match="no curves for wide_ff"):
         plotting.loss_figure(load_curves(), "wide_ff", "recall")

@@ -146,7 +146,7 @@ def test_pick_seeds_takes_the_smallest_of_the_kept_runs():
 
 def test_pick_seeds_on_the_committed_study(committed_results, recall_seeds):
     assert recall_seeds == {"llama": (0, 4), "abs_pos": (2, 0)}
-    assert mechanism.pick_seeds(committed_results, "llama", "addition") == (0, None)  # every seed solved
+    assert mechanism.pick_seeds(committed_results, "llama", "addition") == (0, 9)  # seed 9 alone unsolved
 
 
 def queried_and_best_other_value(model, seed, n_pairs=4):

@@ -194,8 +194,8 @@ SPEED_PARAMS = [pytest.param(v, t, o, False, id=f"{v}-{t}{'-theta' if o else ''}
 
 @pytest.mark.parametrize("variant, task, overrides, compiled", SPEED_PARAMS)
 def test_speed_path_computes_the_plain_loop(variant, task, overrides, compiled):
-    """Flat parameters, fused AdamW and the compiled loss change how the step runs, not
-    what it computes: over 20 steps the losses and weights agree with the plain loop to
+    """Flat parameters and one compiled graph of forward, backward, clip and AdamW change
+    how the step runs, not what it computes: over 20 steps the losses and weights agree with the plain loop to
     float32 rounding (far below what one skipped clip, a wrong weight decay or a base
     the template ignored would move)."""
     cfg = variant_config(variant, **overrides)
@@ -227,3 +227,40 @@ def test_pruned_forward_is_the_full_forward_on_its_rows(variant):
     for k in (1, 6, 13):
         torch.testing.assert_close(model(ids, last=k), full[:, -k:], rtol=1e-5, atol=1e-6)
     assert set(MATRIX_VARIANTS) <= set(VARIANTS)
+
+
+@pytest.mark.parametrize("task, answer", [("recall", "name"), ("recall", "copy"), ("addition", "name")])
+def test_loss_and_score_is_eval_loss_and_score(task, answer):
+    """The dense curve's one-forward evaluation of a one-token answer gives what the two
+    separate evaluations give; addition (six tokens) still generates."""
+    from llamanat_core.train import eval_loss, loss_and_score, score
+    spec = TaskSpec(task, answer=answer)
+    t = spec.make(0)
+    data = t.splits(0, 64, 8).val
+    model = fit(variant_config("llama"), spec, 0, SMALL, fast=False).model
+    loss, acc = loss_and_score(model, t, data)
+    assert loss == pytest.approx(eval_loss(model, data), rel=1e-6)
+    assert acc == score(model, t, data)
+    if task == "recall":  # a model that answers better scores higher
+        sharp = TinyLlama(variant_config("llama", init_std=0.3), seed=1)
+        assert loss_and_score(sharp, t, data) != (loss, acc)
+
+
+def test_flat_adamw_is_torch_adamw():
+    """The compiled step's AdamW (weight decay, both moments, bias corrections) is
+    torch.optim.AdamW's to float32 rounding over 30 steps of changing gradients; a wrong
+    bias correction or decay would move the weights by orders of magnitude more."""
+    from llamanat_core.fast import adamw_
+    g = torch.Generator().manual_seed(0)
+    ref = torch.nn.Parameter(torch.randn(500, generator=g))
+    opt = torch.optim.AdamW([ref], lr=1e-2)
+    flat = ref.detach().clone()
+    m, v, count = torch.zeros_like(flat), torch.zeros_like(flat), torch.zeros(())
+    for _ in range(30):
+        grad = torch.randn(500, generator=g)
+        ref.grad = grad.clone()
+        opt.step()
+        adamw_(flat, grad, m, v, count, lr=1e-2)
+    assert count.item() == 30
+    torch.testing.assert_close(flat, ref.detach(), rtol=1e-5, atol=1e-6)
+    assert (flat - torch.randn(500, generator=torch.Generator().manual_seed(0))).abs().max() > 0.1

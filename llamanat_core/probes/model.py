@@ -237,17 +237,15 @@ def queried_value_mass(summary: pd.DataFrame, layer: int) -> pd.Series:
 def column_reading(summary: pd.DataFrame) -> pd.DataFrame:
     """Per sum digit: the largest mass any single head (any layer) puts on the two operand
     digits of that digit's column, and which head it is (from a
-    `mechanism.addition_attention` frame)."""
-    rows = []
-    for target, cols in SUM_COLUMNS.items():
-        d = summary[(summary.target == target) & summary.source.isin(cols)]
-        if d.empty:
-            raise ValueError(f"no rows for {target!r}")
-        per_head = d.groupby(["layer", "head"]).mass.sum()
-        layer, head = per_head.idxmax()
-        rows.append({"target": target, "mass": float(per_head.max()), "layer": int(layer),
-                     "head": int(head)})
-    return pd.DataFrame(rows).set_index("target")
+    `mechanism.addition_attention` frame; the sum-digit rows of `rope.column_reads`)."""
+    from .rope import column_reads
+
+    missing = [t for t in SUM_COLUMNS if t not in set(summary.target)]
+    if missing:
+        raise ValueError(f"no rows for {missing[0]!r}")
+    r = column_reads(summary).loc[list(SUM_COLUMNS)]
+    return pd.DataFrame({"mass": r["column"], "layer": r["column layer"],
+                         "head": r["column head"]}).rename_axis("target")
 
 
 __all__ = ["LLAMA1_7B_SHEET", "SHEET_TO_CONFIG", "CHINCHILLA_TOKENS_PER_PARAMETER",

@@ -228,9 +228,10 @@ def column_reads(summary: pd.DataFrame) -> pd.DataFrame:
     One row per chain token: `column`, the most mass any one head puts on the column's two
     digits together; `a`, `b`, the most any head puts on each digit alone; and `both`, the
     largest min(mass on a's digit, mass on b's digit) over the heads, with the `layer` and
-    `head` where it is found. `both` is high only when ONE head reads both operands of the
-    column at once (at most half the column mass, at an even split); heads that each read
-    one operand leave it near zero however well the column is read.
+    `head` where it is found (`column layer`, `column head`: where `column` is found).
+    `both` is high only when ONE head reads both operands of the column at once (at most
+    half the column mass, at an even split); heads that each read one operand leave it
+    near zero however well the column is read.
     """
     w = summary.pivot_table(index=["layer", "head", "target"], columns="source", values="mass")
     rows = []
@@ -239,9 +240,11 @@ def column_reads(summary: pd.DataFrame) -> pd.DataFrame:
         a, b = x[f"a {col}"], x[f"b {col}"]
         both = a.combine(b, min)
         layer, head = both.idxmax()
+        column_layer, column_head = (a + b).idxmax()
         rows.append({"target": target, "column name": col, "column": float((a + b).max()),
                      "a": float(a.max()), "b": float(b.max()), "both": float(both.max()),
-                     "layer": int(layer), "head": int(head)})
+                     "layer": int(layer), "head": int(head),
+                     "column layer": int(column_layer), "column head": int(column_head)})
     return pd.DataFrame(rows).set_index("target")
 
 
