@@ -234,34 +234,12 @@ def without_volatile_outputs(text: str) -> str:
 
 @pytest.mark.notebook
 @pytest.mark.slow
-def test_model_chapter_executes_byte_identically(tmp_path):
-    a, b = tmp_path / "a", tmp_path / "b"
-    progress = io.StringIO()
-    (pa,) = run_chapters(["model"], out_dir=a, stream=progress)
-    (pb,) = run_chapters(["model"], out_dir=b)
-    assert pa == a / "model.ipynb" and pb == b / "model.ipynb"
-    assert re.search(r"model\s+[0-9.]+ s", progress.getvalue()), progress.getvalue()
-    first, second = pa.read_bytes(), pb.read_bytes()
-    assert first == second, "two executions of the model chapter differ"
-    text = first.decode()
-    for volatile in ("start_time", "end_time", "duration", "iopub.execute_input",
-                     "shell.execute_reply", '"exception"', "environment_variables"):
-        assert volatile not in text, f"volatile metadata {volatile!r} survived sanitising"
-    nb = nbformat.reads(text, as_version=4)
-    assert "version" not in nb.metadata.get("language_info", {})
-    assert [c.id for c in nb.cells] == [c.id for c in read(CHAPTERS_DIR / "model.md").cells]
-    assert nb.metadata.papermill["input_path"] == "chapters/model.md"
-    assert "jupytext" not in nb.metadata
-    assert any("image/png" in o.get("data", {}) for c in nb.cells for o in c.get("outputs", []))
-    assert not list(a.glob("*.tmp")) and not list(a.glob(".*.tmp"))  # atomic write left no debris
-
-
-@pytest.mark.notebook
-@pytest.mark.slow
 def test_injected_parameters_are_recorded_and_reproducible(tmp_path):
+    """Executed twice with the same parameters (the sweep: the cheapest chapter that takes
+    seeds), a chapter is the same bytes; the parameters are recorded and injected once."""
     params = {"seeds": [0], "fresh": False}
-    (p1,) = run_chapters(["model"], params, out_dir=tmp_path / "a")
-    (p2,) = run_chapters(["model"], params, out_dir=tmp_path / "b")
+    (p1,) = run_chapters(["sweep"], params, out_dir=tmp_path / "a")
+    (p2,) = run_chapters(["sweep"], params, out_dir=tmp_path / "b")
     assert p1.read_bytes() == p2.read_bytes()
     nb = read(p1)
     assert nb.metadata.papermill["parameters"] == params
@@ -281,15 +259,22 @@ def test_a_string_from_papermills_p_fails_in_the_check_cell_with_the_right_synta
     assert "check_chapter_parameters" in msg, f"the error did not come from the check cell: {msg}"
 
 
+@pytest.fixture(scope="module")
+def fresh_runs(tmp_path_factory):
+    return tmp_path_factory.mktemp("fresh")
+
+
 @pytest.mark.notebook
 @pytest.mark.slow
 @pytest.mark.parametrize("path", SOURCES, ids=[p.stem for p in SOURCES])
-def test_fresh_run_with_a_tiny_budget_executes(path, tmp_path):
+def test_fresh_run_with_a_tiny_budget_executes(path, tmp_path, fresh_runs):
     """A reader's `llamanat chapters NAME --fresh --steps 8 --seeds 0` works: the chapter
     trains its own runs (through the study runner, into a temporary folder here, never
-    the repository's) and executes to the end on them: every code cell ran."""
+    the repository's) and executes to the end on them: every code cell ran. The chapters
+    share one such folder, as a reader's chapters share .fresh/: a run one chapter trained
+    is the next one's cache hit."""
     params = {"fresh": True, "steps": 8, "seeds": [0]}
-    fresh_dir = tmp_path / "fresh"
+    fresh_dir = fresh_runs
     (out,) = run_chapters([path.stem], params, out_dir=tmp_path / "out", fresh_dir=fresh_dir)
     nb = read(out)
     assert nb.metadata.papermill["parameters"] == params
@@ -308,16 +293,33 @@ COMMITTED = [p for p in SOURCES if (ARTIFACTS_DIR / f"{p.stem}.ipynb").exists()]
 def test_committed_artifact_is_what_the_source_produces(path, tmp_path):
     """Re-executing a chapter leaves `git status` clean: the committed artifact is byte for
     byte what its source produces now, figures (PNG bytes) included. Outputs of cells
-    tagged nbval-ignore-output (machine-dependent timings) are the one exception."""
+    tagged nbval-ignore-output (machine-dependent timings) are the one exception. The
+    committed artifact came from an earlier execution, so this is also the check that
+    two executions of a chapter are the same bytes."""
     committed = (ARTIFACTS_DIR / f"{path.stem}.ipynb").read_text()
     meta = nbformat.reads(committed, as_version=4).metadata.get("papermill", {})
     assert meta.get("parameters", {}) == {}, (
         f"artifacts/{path.stem}.ipynb was executed with parameters {meta.get('parameters')}; the book "
         f"publishes the default run: `llamanat chapters {path.stem}`")
-    (fresh,) = run_chapters([path.stem], out_dir=tmp_path)
-    assert without_volatile_outputs(fresh.read_text()) == without_volatile_outputs(committed), (
+    progress = io.StringIO()
+    (fresh,) = run_chapters([path.stem], out_dir=tmp_path, stream=progress)
+    assert fresh == tmp_path / f"{path.stem}.ipynb"
+    assert re.search(rf"{path.stem}\s+[0-9.]+ s", progress.getvalue()), progress.getvalue()
+    assert not list(tmp_path.glob("*.tmp")) and not list(tmp_path.glob(".*.tmp"))  # atomic write
+    text = fresh.read_text()
+    assert without_volatile_outputs(text) == without_volatile_outputs(committed), (
         f"artifacts/{path.stem}.ipynb is stale or not reproducible: re-run `llamanat chapters "
         f"{path.stem}` and compare (git diff artifacts/{path.stem}.ipynb)")
+    # what makes two executions byte-identical: no volatile metadata survives sanitising
+    for volatile in ("start_time", "end_time", "duration", "iopub.execute_input",
+                     "shell.execute_reply", '"exception"', "environment_variables"):
+        assert volatile not in text, f"volatile metadata {volatile!r} survived sanitising"
+    nb = nbformat.reads(text, as_version=4)
+    assert "version" not in nb.metadata.get("language_info", {})
+    assert [c.id for c in nb.cells] == [c.id for c in read(path).cells]
+    assert nb.metadata.papermill["input_path"] == f"chapters/{path.name}"
+    assert "jupytext" not in nb.metadata
+    assert any("image/png" in o.get("data", {}) for c in nb.cells for o in c.get("outputs", []))
 
 
 @pytest.mark.parametrize("path", COMMITTED, ids=[p.stem for p in COMMITTED])
