@@ -68,6 +68,28 @@ class Splits:
     test: TaskData
 
 
+def _below(rng: random.Random, n: int) -> int:
+    """A uniform integer in [0, n): `random.Random._randbelow`'s rule (rejection sampling
+    on `getrandbits`), written out so the task streams rest on getrandbits alone, a
+    documented, stable generator, and so a fresh batch costs fewer Python calls."""
+    k = n.bit_length()
+    r = rng.getrandbits(k)
+    while r >= n:
+        r = rng.getrandbits(k)
+    return r
+
+
+def _sample(rng: random.Random, n: int, k: int) -> list[int]:
+    """k distinct integers from range(n) in selection order, as `rng.sample(range(n), k)`
+    draws them for a small population (a pool, each pick swapped with the last unpicked)."""
+    pool, out = list(range(n)), []
+    for i in range(k):
+        j = _below(rng, n - i)
+        out.append(pool[j])
+        pool[j] = pool[n - i - 1]
+    return out
+
+
 def _check_counts(n_train: int, n_val: int, n_test: int) -> None:
     for name, n in (("n_train", n_train), ("n_val", n_val), ("n_test", n_test)):
         if not isinstance(n, int) or n < 0:
@@ -93,13 +115,14 @@ class Addition:
 
     @staticmethod
     def encode(a: int, b: int) -> list[int]:
-        digits = [DIGIT0 + int(c) for c in f"{a:03d}"] + [SEP] + [DIGIT0 + int(c) for c in f"{b:03d}"]
-        chain, carry = [], 0
-        for col in range(3):  # least significant column first
-            s = (a // 10 ** col) % 10 + (b // 10 ** col) % 10 + carry
+        ids = [DIGIT0 + a // 100, DIGIT0 + a // 10 % 10, DIGIT0 + a % 10, SEP,
+               DIGIT0 + b // 100, DIGIT0 + b // 10 % 10, DIGIT0 + b % 10, EQ]
+        carry = 0
+        for col in (1, 10, 100):  # least significant column first: sum digit, carry out
+            s = a // col % 10 + b // col % 10 + carry
             carry = s // 10
-            chain += [DIGIT0 + s % 10, DIGIT0 + carry]
-        return digits + [EQ] + chain
+            ids += (DIGIT0 + s % 10, DIGIT0 + carry)
+        return ids
 
     def splits(self, n_train: int = 4000, n_val: int = 200, n_test: int = 200) -> Splits:
         _check_counts(n_train, n_val, n_test)
@@ -117,7 +140,7 @@ class Addition:
 
     def draw(self, rng: random.Random) -> list[int]:
         """One item (operand pair) from `rng`, encoded: the fresh-data stream's unit."""
-        p = rng.randrange(self.capacity)
+        p = _below(rng, self.capacity)  # rng.randrange(self.capacity)
         return self.encode(self.LOW + p // self.N_OPERANDS, self.LOW + p % self.N_OPERANDS)
 
     @staticmethod
@@ -173,21 +196,19 @@ class Recall:
         return perm * perm * self.n_pairs  # ordered keys x ordered values x probe
 
     def _item(self, rng: random.Random) -> tuple[int, ...]:
-        keys = rng.sample(range(N_SYMBOLS), self.n_pairs)
-        values = rng.sample(range(N_SYMBOLS), self.n_pairs)
-        probe = rng.randrange(self.n_pairs)
-        return tuple(keys) + tuple(values) + (probe,)
+        keys = _sample(rng, N_SYMBOLS, self.n_pairs)
+        values = _sample(rng, N_SYMBOLS, self.n_pairs)
+        return (*keys, *values, _below(rng, self.n_pairs))  # keys, values, probe
 
     def _encode(self, item: tuple[int, ...]) -> list[int]:
         n = self.n_pairs
         keys, values, probe = item[:n], item[n:2 * n], item[2 * n]
-        ids: list[int] = []
-        for i, (k, v) in enumerate(zip(keys, values)):
-            if i:
-                ids.append(SEP)
-            ids += [KEY0 + k, VALUE0 + v]
+        ids = [KEY0 + keys[0], VALUE0 + values[0]]
+        for k, v in zip(keys[1:], values[1:]):
+            ids += (SEP, KEY0 + k, VALUE0 + v)
         answer = (ANSWER0 if self.answer == "name" else VALUE0) + values[probe]
-        return ids + [EQ, KEY0 + keys[probe], answer]
+        ids += (EQ, KEY0 + keys[probe], answer)
+        return ids
 
     def draw(self, rng: random.Random) -> list[int]:
         """One item from `rng`, encoded: the fresh-data stream's unit."""

@@ -1,4 +1,5 @@
-"""Small helpers every module needs once: atomic file writes and a thread-count scope."""
+"""Small helpers every module needs once: atomic file writes, a thread-count scope, and
+the allocator setting of a training process."""
 from __future__ import annotations
 
 import os
@@ -53,3 +54,25 @@ def torch_threads(n: int | None):
         yield
     finally:
         torch.set_num_threads(saved)
+
+
+def keep_freed_memory() -> bool:
+    """Let glibc's allocator keep freed memory for reuse instead of returning it.
+
+    By default glibc serves every block above a threshold (128 KiB to start with) with
+    fresh pages from the kernel and hands them back on free, so an operation on a 1 MB
+    activation page-faults on every call. An evaluation forward pass on 200 items does
+    thousands of those (about 4,500 at 8 pairs, a quarter of its time here). Raising the
+    mmap and trim thresholds makes freed blocks stay in the heap for the next operation.
+    This changes how memory is found, never what is computed. Returns whether it applied
+    (False where the C library is not glibc).
+    """
+    import ctypes
+    import ctypes.util
+
+    try:
+        mallopt = ctypes.CDLL(ctypes.util.find_library("c")).mallopt
+    except (OSError, AttributeError, TypeError):
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3  # from glibc's malloc.h
+    return bool(mallopt(m_mmap_threshold, 32 << 20) and mallopt(m_trim_threshold, 1 << 30))

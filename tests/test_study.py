@@ -18,7 +18,13 @@ import torch
 from llamanat_core import study
 from llamanat_core.study import Run, check_entry, plan, run_path, run_study, unique_runs
 from llamanat_core.study import verify as verify_module
-from llamanat_core.study.plan import STUDY_VERSION, VERSION_FINGERPRINT, fingerprint_run, record_key
+from llamanat_core.study.plan import (
+    STUDY_VERSION,
+    VERSION_FINGERPRINT,
+    fingerprint_run,
+    interleave_graphs,
+    record_key,
+)
 from llamanat_core.train import Budget, batch_order, training_losses
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -389,3 +395,36 @@ def test_weights_torch_threads_are_restored():
     before = torch.get_num_threads()
     study.execute(Run("addition", "mqa", 0, budget=TINY, compile=False))
     assert torch.get_num_threads() == before
+
+
+def test_runs_are_trained_one_compiled_graph_at_a_time_round_robin():
+    """Every run once; the first runs are one per compiled graph (task x architecture; the
+    sweep's bases share llama's), so two workers never compile the same graph side by side."""
+    runs = unique_runs(plan())
+    order = interleave_graphs(runs)
+    assert sorted(r.key for r in order) == sorted(r.key for r in runs)
+    graph = {r.key: (r.task, r.config.replace(rope_theta=10_000.0)) for r in runs}
+    n_graphs = len(set(graph.values()))
+    assert n_graphs == 17  # 8 matrix variants x 2 tasks, and untied recall
+    assert len({graph[r.key] for r in order[:n_graphs]}) == n_graphs
+    assert graph[order[0].key] != graph[order[1].key]
+    assert order != runs  # plan order starts with ten seeds of one graph
+    eager = [Run("recall", "llama", s, compile=False) for s in (2, 0, 1)]
+    assert interleave_graphs(eager + runs[:3])[-3:] == eager  # eager runs keep their order
+
+
+def test_keep_freed_memory_stops_the_page_faults_of_large_blocks():
+    """After it, allocating and filling a 4 MB block again and again reuses the heap
+    instead of faulting in new pages each time (about 1,000 faults per block otherwise)."""
+    import resource
+
+    from llamanat_core.util import keep_freed_memory
+
+    if not keep_freed_memory():
+        pytest.skip("not glibc: the allocator setting does not apply")
+    for _ in range(3):
+        torch.empty(1 << 20).fill_(1.0)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(50):
+        torch.empty(1 << 20).fill_(1.0)  # 4 MB
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before < 200

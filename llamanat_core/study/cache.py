@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from ..train import fit
-from ..util import atomic_write_bytes, atomic_write_text, torch_threads
+from ..util import atomic_write_bytes, atomic_write_text, keep_freed_memory, torch_threads
 from .plan import Run, record_key
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -117,6 +117,7 @@ def load_entry(cache_dir: Path, run: Run, weights_dir: Path = WEIGHTS_DIR) -> di
 def execute(run: Run) -> tuple[dict, bytes | None]:
     """Train one run at one torch thread; return its entry and, if kept, its weights
     (safetensors bytes). Writes nothing: the driver stores both."""
+    keep_freed_memory()  # fewer page faults in evaluation; the same numbers
     with torch_threads(1):
         result = fit(run.config, run.spec, run.seed, run.budget, compile=run.compile)
         env = environment()

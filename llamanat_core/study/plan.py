@@ -11,8 +11,9 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field, replace
+from itertools import zip_longest
 
-from ..config import MATRIX_VARIANTS, VARIANTS, variant_config
+from ..config import MATRIX_VARIANTS, REFERENCE, VARIANTS, variant_config
 from ..train import REGIMES, Budget, TaskSpec, budget_dict
 
 # Bump whenever a change to the model, the tasks or the trainer alters any number a run
@@ -136,6 +137,25 @@ def plan(only: tuple[str, ...] | None = None, seeds=SEEDS, budget: Budget = Budg
         out["alphabet"] = [Run("recall", v, s, answer=a, **finite) for v in ALPHABET_VARIANTS
                            for a in ("name", "copy") for s in seeds]
     return out
+
+
+def interleave_graphs(runs: list[Run]) -> list[Run]:
+    """The runs in the order to train them: one run of every compiled graph first, then a
+    second of each, and so on (eager runs keep their order, at the end).
+
+    A compiled graph belongs to a task (its shapes) and an architecture (the rotation
+    base is a buffer, not part of it). A worker compiles a graph once; a second worker
+    that needs the same graph later finds it in torch's on-disk compile cache, which turns
+    a 20-30 s compile into about 5. In plan order both workers would start on the same
+    graph's seeds and compile it side by side. Runs are independent, so the order changes
+    no number.
+    """
+    groups: dict = {}
+    for r in runs:
+        key = (r.task, r.config.replace(rope_theta=REFERENCE.rope_theta)) if r.compile else None
+        groups.setdefault(key, []).append(r)
+    eager = groups.pop(None, [])
+    return [r for row in zip_longest(*groups.values()) for r in row if r is not None] + eager
 
 
 def unique_runs(p: dict[str, list[Run]]) -> list[Run]:

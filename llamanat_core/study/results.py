@@ -16,7 +16,7 @@ from ..train import Budget
 from ..util import atomic_write_text
 from .cache import ROOT, STUDY_DIR, WEIGHTS_DIR, load_entry, store
 from .executors import EXECUTORS
-from .plan import MEASUREMENTS, SEEDS, Run, plan, unique_runs
+from .plan import MEASUREMENTS, SEEDS, Run, interleave_graphs, plan, unique_runs
 
 
 def run_study(runs: list[Run], cache_dir: Path = STUDY_DIR, workers: int = 1,
@@ -37,7 +37,7 @@ def run_study(runs: list[Run], cache_dir: Path = STUDY_DIR, workers: int = 1,
     if weights_dir is None:
         weights_dir = WEIGHTS_DIR if cache_dir.resolve() == STUDY_DIR.resolve() else cache_dir / "weights"
     entries = {r.key: e for r in runs if (e := load_entry(cache_dir, r, weights_dir)) is not None}
-    todo = [r for r in runs if r.key not in entries]
+    todo = interleave_graphs([r for r in runs if r.key not in entries])
     say = (lambda msg: print(f"study: {msg}", file=sys.stderr)) if progress else (lambda msg: None)
     if not todo:
         say(f"all {len(runs)} runs are cached in {cache_dir}; nothing left to run")
