@@ -277,7 +277,18 @@ def addition_attention(model: TinyLlama, seed: int, n_items: int | None = None) 
     return pd.DataFrame(rows)
 
 
+def chain_accuracy(model: TinyLlama, seed: int) -> pd.Series:
+    """Per chain token (a CHAIN name): the share of the seed's validation items whose
+    token the model predicts right given the chain before it, teacher-forced like
+    `addition_attention`, so a map and an accuracy read the same positions."""
+    ids = validation_ids("addition", seed)  # (N, 14)
+    first = Addition.prompt_len - 1  # the `=` position predicts the first chain token
+    with torch.no_grad():
+        predicted = model(ids[:, :-1])[:, first:].argmax(-1)  # (N, 6)
+    return pd.Series((predicted == ids[:, first + 1:]).float().mean(0).numpy(), index=list(CHAIN))
+
+
 __all__ = ["load_trained", "validation_ids", "Seeds", "pick_seeds", "attention_weights",
            "item_attention", "RECALL_ROLES", "recall_roles", "recall_attention", "recall_by_pair",
            "recall_item",
-           "ADDITION_SOURCES", "CHAIN", "addition_attention"]
+           "ADDITION_SOURCES", "CHAIN", "addition_attention", "chain_accuracy"]

@@ -178,6 +178,14 @@ def sci(x: float, digits: int = 1) -> str:
     return f"{mant:.{digits}f}" + ("" if exp == 0 else f" × 10{str(exp).translate(_SUPERSCRIPT)}")
 
 
+def and_list(words, empty: str = "–") -> str:
+    """Words for prose: 'a', 'a and b', 'a, b and c'; `empty` when there are none."""
+    words = [str(w) for w in words]
+    if not words:
+        return empty
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
 def range_text(values, digits: int = 2, thousands: bool = False) -> str:
     """The range of some values for prose: 'lo to hi', one number when both round alike,
     '–' when there are none (a reader's short run may leave a group empty). With

@@ -308,3 +308,14 @@ def test_block_diagram_draws_the_same_bytes_twice():
     assert plotting.png_bytes(first) == plotting.png_bytes(second) != plotting.png_bytes(other)
     for fig in (first, second, other):
         plt.close(fig)
+
+
+def test_chain_accuracy_reads_each_chain_token_teacher_forced():
+    """A solved addition model predicts every chain token of its validation items; an
+    untrained one guesses (a sum digit right about one time in ten, not nine in ten)."""
+    trained, _ = mechanism.load_trained("llama", "addition", 0)
+    acc = mechanism.chain_accuracy(trained, 0)
+    assert list(acc.index) == list(mechanism.CHAIN)
+    assert (acc > 0.95).all()
+    untrained = mechanism.chain_accuracy(TinyLlama(variant_config("llama"), seed=0).eval(), 0)
+    assert (untrained[["sum 1", "sum 2", "sum 3"]] < 0.5).all()

@@ -199,3 +199,10 @@ def test_range_text():
     assert range_text([1000, 1400.0], thousands=True) == "1,000 to 1,400"
     assert range_text([float("nan"), 3.0], digits=1) == "3.0"
     assert range_text([]) == "–"
+
+
+def test_and_list_joins_words_as_prose():
+    assert report.and_list([3]) == "3"
+    assert report.and_list(["a", "b"]) == "a and b"
+    assert report.and_list(("a", "b", "c")) == "a, b and c"
+    assert report.and_list([]) == "–" and report.and_list(iter([]), empty="none") == "none"
