@@ -17,6 +17,9 @@ CPU that made the study; another CPU rounds differently, see `llamanat verify`).
 
 --run trains everything (an hour or more) and checks every run file against the
 committed one. Time it on a quiet machine: other work on the cores slows every run.
+--keep DIR trains into DIR instead of a temporary folder and leaves the run files there
+(to compare a study re-made on another CPU with the committed one); DIR resumes an
+interrupted run, but its wall time then covers only the runs that were left.
 """
 from __future__ import annotations
 
@@ -61,9 +64,12 @@ def main() -> None:
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--sample", type=int, metavar="K", help="re-time K runs here and project")
     mode.add_argument("--run", action="store_true", help="train the whole plan into a temp dir")
+    ap.add_argument("--keep", type=Path, metavar="DIR", help="with --run: train into DIR and keep it")
     args = ap.parse_args()
     if args.workers < 1:
         ap.error(f"--workers must be at least 1, got {args.workers}")
+    if args.keep is not None and not args.run:
+        ap.error("--keep needs --run")
     runs = unique_runs(plan())
     entries = recorded(runs)
     secs = [e["seconds"] for e in entries]
@@ -92,11 +98,16 @@ def main() -> None:
         print(f"projected: {sum(projected) / 60:.1f} CPU-min -> "
               f"{packed_wall(projected, args.workers) / 60:.1f} min at {args.workers} workers")
     if args.run:
-        with tempfile.TemporaryDirectory() as d:
+        with tempfile.TemporaryDirectory() as tmp:
+            d = Path(tmp) if args.keep is None else args.keep
+            done = sum(run_path(d, r).exists() for r in runs)
+            if done:
+                print(f"note: {done} of {len(runs)} runs are already in {d}; "
+                      f"the wall time below covers only the other {len(runs) - done}")
             t0 = time.perf_counter()
-            run_study(runs, Path(d), workers=args.workers, weights_dir=Path(d) / "weights")
+            run_study(runs, d, workers=args.workers, weights_dir=d / "weights")
             wall = time.perf_counter() - t0
-            same = sum(same_record(run_path(Path(d), r), run_path(STUDY_DIR, r)) for r in runs)
+            same = sum(same_record(run_path(d, r), run_path(STUDY_DIR, r)) for r in runs)
         print(f"measured: whole plan in {wall:.0f} s ({wall / 60:.1f} min) with {args.workers} workers; "
               f"{same} of {len(runs)} run files identical to the committed ones (wall time aside)")
 
