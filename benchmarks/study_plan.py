@@ -3,6 +3,7 @@
     python benchmarks/study_plan.py                 # what the committed run files recorded
     python benchmarks/study_plan.py --sample 12     # re-time 12 runs here, project the plan
     python benchmarks/study_plan.py --run -w 2      # train the whole plan into a temp dir
+    python benchmarks/study_plan.py --bound         # what the plan's steps cost here, at least
 
 Recorded: each committed run file holds the seconds its fit took (compile and every
 evaluation included) and the step it stopped at; their sum over workers is the plan's
@@ -14,6 +15,13 @@ appear for K >= 20), one at a time, on this machine, and compares their seconds 
 recorded ones: the ratio scales the recorded plan to this machine. It also says how
 many of the re-trained run files equal the committed ones bit for bit (they do on the
 CPU that made the study; another CPU rounds differently, see `llamanat verify`).
+
+--bound measures the reference's training step on this machine (each task, compiled as
+`fit` runs it, and the part of it spent inside matrix multiplies, profiled; see
+`train_step.py`) and multiplies by the plan's recorded training steps of each task: the
+wall time the training steps alone take here at N workers, and the time their matrix
+multiplies alone take, which no speed-up of everything around them can beat. Evaluation,
+compilation and data come on top. (The reference's step stands for every variant's.)
 
 --run trains everything (an hour or more) and checks every run file against the
 committed one. Time it on a quiet machine: other work on the cores slows every run.
@@ -32,6 +40,8 @@ import time
 from pathlib import Path
 
 from llamanat_core.study import STUDY_DIR, check_entry, plan, run_path, run_study, unique_runs
+
+TARGET_MIN = 60  # the whole plan's wall time at 2 workers that the study aims for
 
 
 def recorded(runs) -> list[dict]:
@@ -58,12 +68,54 @@ def same_record(a: Path, b: Path) -> bool:
             == {k: v for k, v in json.loads(b.read_text()).items() if k not in drop})
 
 
+def step_costs(task: str) -> tuple[float, float]:
+    """(ms per step, ms of it inside matrix multiplies) of the reference's compiled training
+    step on `task` at one thread, measured here."""
+    import torch
+    from train_step import BATCH, gemm_profile, profiled_graph, side_by_side
+
+    from llamanat_core.config import variant_config
+    from llamanat_core.fast import FastStep
+    from llamanat_core.model import TinyLlama
+    from llamanat_core.train import TaskSpec, batch_order
+    from llamanat_core.util import torch_threads
+
+    with torch_threads(1):
+        torch.manual_seed(0)
+        cfg = variant_config("llama")
+        data = TaskSpec(task).make(0).splits(4000, 0, 0).train
+        batches = list(data.ids[batch_order(4000, BATCH, 60, 0)])
+        ours = FastStep(TinyLlama(cfg, 0).train(), data.answer_len, 1e-3, 1.0, compile=True)
+        ms = side_by_side({"ours": ours}, batches)["ours"]
+        in_gemms, _ = gemm_profile(profiled_graph(TinyLlama(cfg, 0).train(), data.answer_len),
+                                   batches)
+    return ms, in_gemms
+
+
+def bound(entries, workers: int) -> None:
+    steps = {}
+    for e in entries:
+        steps[e["record"]["task"]] = steps.get(e["record"]["task"], 0) + e["stop_step"]
+    step_s = gemm_s = 0.0
+    for task, n in sorted(steps.items()):
+        ms, in_gemms = step_costs(task)
+        step_s, gemm_s = step_s + n * ms / 1e3, gemm_s + n * in_gemms / 1e3
+        print(f"  {task}: {n:,} steps x {ms:.2f} ms here ({in_gemms:.2f} ms in matrix "
+              f"multiplies, {in_gemms / ms:.0%})", flush=True)
+    print(f"bound: the training steps alone take {step_s / workers / 60:.1f} min at {workers} "
+          f"workers here, their matrix multiplies alone {gemm_s / workers / 60:.1f} min "
+          f"(target for the whole plan: {TARGET_MIN} min at 2 workers); evaluation, compilation "
+          "and data come on top")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-w", "--workers", type=int, default=2)
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--sample", type=int, metavar="K", help="re-time K runs here and project")
     mode.add_argument("--run", action="store_true", help="train the whole plan into a temp dir")
+    mode.add_argument("--bound", action="store_true",
+                      help="the least the plan's training steps can take on this machine")
     ap.add_argument("--keep", type=Path, metavar="DIR", help="with --run: train into DIR and keep it")
     args = ap.parse_args()
     if args.workers < 1:
@@ -78,6 +130,8 @@ def main() -> None:
           f"(median stop {statistics.median(e['stop_step'] for e in entries):,.0f})")
     print(f"recorded: {sum(secs) / 60:.1f} CPU-min, median {statistics.median(secs):.1f} s per run -> "
           f"{packed_wall(secs, args.workers) / 60:.1f} min at {args.workers} workers (longest-first packing)")
+    if args.bound:
+        bound(entries, args.workers)
     if args.sample:
         k = min(args.sample, len(runs))
         if k < 1:

@@ -18,25 +18,34 @@ does); the ratios to the floor are the numbers to compare across machines.
                 loss on the same positions, clip_grad_norm_ + AdamW(foreach)
 - FLOP floor:   the step's matmul FLOPs / the GFLOP/s of one large fp32 matmul,
                 timed in the same interleaved loop
+- in GEMMs:     the CPU time of our compiled step spent inside its matrix multiplies,
+                read by torch's profiler from the same graph built with inductor's Python
+                wrapper (the C++ wrapper calls the same kernels but hides them from the
+                profiler); what is left over is everything else: norms, softmax, RoPE,
+                SiLU, their backward, clipping, AdamW and the call itself
 Then scoring 200 addition items: batched generation with a KV cache (`train.score`)
 against one-at-a-time generation recomputing the whole prefix each token.
 """
 from __future__ import annotations
 
+import os
 import statistics
 import time
+from collections import Counter
+from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
 
 from llamanat_core.config import variant_config
-from llamanat_core.fast import FastStep, compile_default
+from llamanat_core.fast import FastStep, compile_default, train_step
 from llamanat_core.hf import to_transformers
 from llamanat_core.model import TinyLlama
 from llamanat_core.train import TaskSpec, batch_order, score
 from llamanat_core.util import torch_threads
 
 BATCH, REPEATS, STEPS_PER_REPEAT, WARMUP = 64, 7, 20, 10
+GEMMS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
 
 
 def hf_model(model: TinyLlama):
@@ -85,12 +94,15 @@ def large_matmul():
     return lambda _batch: torch.mm(a, b, out=out)
 
 
-def step_flops(cfg, t: int, answer_len: int, batch: int = BATCH, truncated: bool = False) -> float:
+def step_flops(cfg, t: int, answer_len: int, batch: int = BATCH, truncated: bool = False,
+               attention: bool = True) -> float:
     """Matmul FLOPs of one training step: forward 2 per multiply-add, backward twice that.
 
     Per token and layer: Q/K/V/O projections and the MLP; attention scores and the
     weighted sum; the head only at the supervised positions. `truncated` counts what we
     compute: the last layer's queries, O, MLP and head only at the supervised rows.
+    `attention=False` leaves out the scores and the weighted sum, which our step computes
+    as fused element-wise products rather than matrix multiplies.
     """
     d, hd = cfg.d_model, cfg.head_dim
     qo = 2 * d * cfg.n_heads * hd
@@ -100,9 +112,57 @@ def step_flops(cfg, t: int, answer_len: int, batch: int = BATCH, truncated: bool
     macs = 0.0
     for layer in range(cfg.n_layers):
         rows = answer_len if truncated and layer == cfg.n_layers - 1 else t
-        macs += t * kv + rows * (qo + mlp) + attn(rows)
+        macs += t * kv + rows * (qo + mlp) + (attn(rows) if attention else 0)
     macs += answer_len * d * cfg.vocab_size
     return 3 * 2 * macs * batch  # forward + backward (2x forward)
+
+
+@contextmanager
+def quiet_native_stderr():
+    """Silence file descriptor 2 for the block: the profiler's C++ side prints a line
+    at every start and stop, which would interleave with the table."""
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
+def gemm_profile(step, batches, steps: int = 50) -> tuple[float, Counter]:
+    """(CPU ms per step inside matrix multiplies, Counter of (m, k, n) per step) for `step`.
+
+    The profiler sees only operators that go through torch's dispatcher: an eager step,
+    or a compiled one built with the Python wrapper (see `profiled_graph`).
+    """
+    from torch.profiler import ProfilerActivity, profile
+    for i in range(WARMUP):
+        step(batches[i % len(batches)])
+    with quiet_native_stderr(), profile(activities=[ProfilerActivity.CPU],
+                                        record_shapes=True) as prof:
+        for i in range(steps):
+            step(batches[i % len(batches)])
+    shapes, us = Counter(), 0.0
+    for e in prof.events():
+        if e.name in GEMMS:
+            a, b = e.input_shapes[1:3] if "addmm" in e.name else e.input_shapes[:2]
+            shapes[(*a[-2:], b[-1])] += 1
+            us += e.self_cpu_time_total
+    return us / steps / 1e3, Counter({k: v // steps for k, v in shapes.items()})
+
+
+def gemm_flops(shapes: Counter) -> float:
+    return sum(2 * m * k * n * count for (m, k, n), count in shapes.items())
+
+
+def profiled_graph(model: TinyLlama, answer_len: int) -> FastStep:
+    """Our compiled step with inductor's Python wrapper: the same kernels, visible to the
+    profiler (`fast` builds it with the C++ wrapper, which calls them directly)."""
+    step = FastStep(model, answer_len, 1e-3, 1.0, compile=False)
+    step.step_fn = torch.compile(train_step, dynamic=False)
+    return step
 
 
 def main() -> None:
@@ -127,19 +187,23 @@ def main() -> None:
                           batches)
         gflops = 2 * MATMUL_N ** 3 / ms["matmul"] / 1e6
         full, trunc = step_flops(cfg, t, alen), step_flops(cfg, t, alen, truncated=True)
+        in_gemms, shapes = gemm_profile(profiled_graph(TinyLlama(cfg, 0).train(), alen), batches)
         rows.append((task, t, alen, ms, gflops, full / gflops / 1e6, trunc / gflops / 1e6,
-                     compile_s))
+                     compile_s, in_gemms, gemm_flops(shapes) / in_gemms / 1e6))
     print(f"{'task':9s} {'T':>3s} {'sup':>3s} {'GFLOP/s':>7s} {'floor':>6s} {'ours':>12s} "
-          f"{'eager':>12s} {'transformers':>13s} {'our floor':>9s} {'1st step s':>10s}")
-    for task, t, alen, ms, gflops, floor, our_floor, compile_s in rows:
+          f"{'eager':>12s} {'transformers':>13s} {'our floor':>9s} {'in GEMMs':>12s} "
+          f"{'1st step s':>10s}")
+    for task, t, alen, ms, gflops, floor, our_floor, compile_s, in_gemms, rate in rows:
         cells = [f"{ms[k]:6.2f} {ms[k] / floor:4.2f}x" for k in ("ours", "eager", "hf")]
         print(f"{task:9s} {t:3d} {alen:3d} {gflops:7.0f} {floor:6.2f} {cells[0]:>12s} "
-              f"{cells[1]:>12s} {cells[2]:>13s} {our_floor:9.2f} {compile_s:10.1f}")
+              f"{cells[1]:>12s} {cells[2]:>13s} {our_floor:9.2f} {in_gemms:5.2f} {rate:3.0f} GF/s "
+              f"{compile_s:10.1f}")
     print("  ms per step and its ratio to the floor; floor = the full step's matmul FLOPs at"
           "\n  the large-matmul rate (GFLOP/s) of the same run; 'our floor' counts what fit"
-          "\n  computes (last layer's queries/MLP/head only at supervised rows);"
-          "\n  '1st step s' = first compiled step incl. compilation (cheap once the on-disk"
-          "\n  inductor cache holds the graph).\n")
+          "\n  computes (last layer's queries/MLP/head only at supervised rows); 'in GEMMs' ="
+          "\n  ms of our step inside its matrix multiplies (profiled) and the rate they reach"
+          "\n  at these shapes; '1st step s' = first compiled step incl. compilation (cheap"
+          "\n  once the on-disk inductor cache holds the graph).\n")
 
     # scoring 200 addition items
     task = TaskSpec("addition").make(0)
