@@ -72,19 +72,17 @@ def step_costs(task: str) -> tuple[float, float]:
     """(ms per step, ms of it inside matrix multiplies) of the reference's compiled training
     step on `task` at one thread, measured here."""
     import torch
-    from train_step import BATCH, gemm_profile, profiled_graph, side_by_side
+    from train_step import gemm_profile, profiled_graph, side_by_side, task_batches
 
     from llamanat_core.config import variant_config
     from llamanat_core.fast import FastStep
     from llamanat_core.model import TinyLlama
-    from llamanat_core.train import TaskSpec, batch_order
     from llamanat_core.util import torch_threads
 
     with torch_threads(1):
         torch.manual_seed(0)
         cfg = variant_config("llama")
-        data = TaskSpec(task).make(0).splits(4000, 0, 0).train
-        batches = list(data.ids[batch_order(4000, BATCH, 60, 0)])
+        data, batches = task_batches(task)
         ours = FastStep(TinyLlama(cfg, 0).train(), data.answer_len, 1e-3, 1.0, compile=True)
         ms = side_by_side({"ours": ours}, batches)["ours"]
         in_gemms, _ = gemm_profile(profiled_graph(TinyLlama(cfg, 0).train(), data.answer_len),

@@ -48,6 +48,12 @@ BATCH, REPEATS, STEPS_PER_REPEAT, WARMUP = 64, 7, 20, 10
 GEMMS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
 
 
+def task_batches(task: str, n_items: int = 4000, batch: int = BATCH, steps: int = 60):
+    """(training set, its first `steps` batches in the finite regime's order) of `task`."""
+    data = TaskSpec(task).make(0).splits(n_items, 0, 0).train
+    return data, list(data.ids[batch_order(n_items, batch, steps, 0)])
+
+
 def hf_model(model: TinyLlama):
     return to_transformers(model).train()
 
@@ -173,9 +179,7 @@ def main() -> None:
           "interleaved repeats\n")
     rows = []
     for task in ("addition", "recall"):
-        data = TaskSpec(task).make(0).splits(4000, 0, 0).train
-        order = batch_order(4000, BATCH, 60, 0)
-        batches = list(data.ids[order])
+        data, batches = task_batches(task)
         t, alen = data.ids.shape[1] - 1, data.answer_len
         t0 = time.perf_counter()
         ours = FastStep(TinyLlama(cfg, 0).train(), alen, 1e-3, 1.0)

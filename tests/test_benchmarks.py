@@ -15,23 +15,17 @@ from conftest import ROOT
 from llamanat_core.config import variant_config
 from llamanat_core.fast import FastStep
 from llamanat_core.model import TinyLlama
-from llamanat_core.train import TaskSpec, batch_order
 
 _spec = importlib.util.spec_from_file_location("train_step_bench", ROOT / "benchmarks" / "train_step.py")
 bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)
 
 
-def task_batches(task: str, batch: int = 8, steps: int = 4):
-    data = TaskSpec(task).make(0).splits(200, 0, 0).train
-    return data, list(data.ids[batch_order(200, batch, steps, 0)])
-
-
 @pytest.mark.parametrize("task", ["addition", "recall"])
 @pytest.mark.parametrize("variant", ["llama", "mqa", "mha"])
 def test_profiled_gemms_are_the_counted_ones(task, variant):
     cfg = variant_config(variant)
-    data, batches = task_batches(task)
+    data, batches = bench.task_batches(task, n_items=200, batch=8, steps=4)
     t, alen = data.ids.shape[1] - 1, data.answer_len
     step = FastStep(TinyLlama(cfg, 0).train(), alen, 1e-3, 1.0, compile=False)
     _, shapes = bench.gemm_profile(step, batches, steps=3)
