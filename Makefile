@@ -39,22 +39,23 @@ book: study chapters
 NBVAL = --nbval --nbval-sanitize-with nbval_sanitize.cfg --nbval-current-env \
 	--nbval-cell-timeout 1800
 
-# The test suites run on $(WORKERS) processes (pytest-xdist), one torch thread each. nbval
-# keeps each notebook's cells together on one worker (loadscope); the Ray tests share one
-# worker (loadgroup), so two local Ray instances never start at once.
+# The tests and nbval's notebooks run in one session on $(WORKERS) processes (pytest-xdist),
+# one torch thread each. Each notebook's cells stay together on one worker, and the Ray
+# tests share one, so two local Ray instances never start at once (the scheduler is in
+# tests/conftest.py).
 PARALLEL = -n $(WORKERS)
 
 lint: venv
 	$(BIN)/ruff check llamanat_core tests benchmarks
 
 # Every check, in order: lint; the committed runs re-fitted for their first steps on this
-# CPU (`llamanat verify`); unit and pipeline tests; nbval on the committed chapters;
+# CPU (`llamanat verify`); unit and pipeline tests with nbval on the committed chapters;
 # the book build with warnings as errors; the browser test on the pages just built.
 test: venv
 	$(BIN)/ruff check llamanat_core tests benchmarks
 	$(BIN)/llamanat verify
-	$(BIN)/python -m pytest tests --ignore=tests/test_browser.py $(PARALLEL) --dist loadgroup
-	$(BIN)/python -m pytest $(NBVAL) artifacts/*.ipynb $(PARALLEL) --dist loadscope
+	$(BIN)/python -m pytest tests artifacts/*.ipynb --ignore=tests/test_browser.py $(NBVAL) \
+		$(PARALLEL)
 	$(BOOK_BUILD)
 	LLAMANAT_REQUIRE_BOOK=1 $(BIN)/python -m pytest tests/test_browser.py
 

@@ -80,6 +80,46 @@ def pytest_sessionfinish(session, exitstatus):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+# Files whose tests run in order on one pytest-xdist worker: a notebook's cells share one
+# kernel (nbval), and the Ray tests must never start two local Ray instances at once.
+ONE_WORKER = ("tests/test_ray.py",)
+
+
+def _one_worker_scope(nodeid: str) -> str | None:
+    path = nodeid.split("::", 1)[0]
+    return path if path.endswith(".ipynb") or path in ONE_WORKER else None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`make test` runs the tests and nbval's notebooks in one pytest-xdist session, so
+    neither waits for the other's last test. Each notebook and each file of ONE_WORKER is
+    one unit of work, kept on one worker in order; every other test is scheduled on its
+    own. (xdist's `--dist loadgroup` marks do not reach the scheduler under pytest 9, so
+    the grouping is done here, for `--dist load` and `--dist loadgroup` alike.)"""
+    if config.getvalue("dist") not in ("load", "loadgroup"):
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    config.option.loadscopereorder = False  # keep the longest-first order set below
+
+    class OneWorkerFiles(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _one_worker_scope(nodeid) or nodeid
+
+    return OneWorkerFiles(config, log)
+
+
+def pytest_collection_modifyitems(config, items):
+    """The longest units of work first (the Ray tests, then the notebooks), so no worker
+    is left with one at the end while the other idles. Stable: each file keeps its order."""
+    def rank(item) -> int:
+        scope = _one_worker_scope(item.nodeid)
+        return 2 if scope is None else 1 if scope.endswith(".ipynb") else 0
+
+    items.sort(key=rank)
+
+
 @pytest.fixture(scope="session")
 def committed_results():
     """The committed study's results frame, loaded once for every test that reads it."""

@@ -268,12 +268,14 @@ def fresh_runs(tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.parametrize("path", SOURCES, ids=[p.stem for p in SOURCES])
 def test_fresh_run_with_a_tiny_budget_executes(path, tmp_path, fresh_runs):
-    """A reader's `llamanat chapters NAME --fresh --steps 8 --seeds 0` works: the chapter
+    """A reader's `llamanat chapters NAME --fresh --steps 4 --seeds 0` works: the chapter
     trains its own runs (through the study runner, into a temporary folder here, never
     the repository's) and executes to the end on them: every code cell ran. The chapters
     share one such folder, as a reader's chapters share .fresh/: a run one chapter trained
-    is the next one's cache hit."""
-    params = {"fresh": True, "steps": 8, "seeds": [0]}
+    is the next one's cache hit. Four steps is the smallest cap that keeps four distinct
+    checkpoints (its quarters); a tiny budget evaluates every step, so each step saved is
+    an evaluation saved."""
+    params = {"fresh": True, "steps": 4, "seeds": [0]}
     fresh_dir = fresh_runs
     (out,) = run_chapters([path.stem], params, out_dir=tmp_path / "out", fresh_dir=fresh_dir)
     nb = read(out)
@@ -446,3 +448,54 @@ def test_method_page_states_the_budget_of_the_code():
     assert f"{stats.min_sign_flip_p(10):.3f}" in text and f"{stats.ALPHA / 7:.4f}" in text
     lr = re.search(r"learning rate `([^`]+)`", text)
     assert lr and float(lr.group(1)) == b.lr, "book/method.md states another learning rate"
+
+
+# ------------------------------------------------------------------ nbval's sanitising
+
+def sanitised(text: str) -> str:
+    """`text` as nbval sees it under `--nbval-sanitize-with nbval_sanitize.cfg`: the
+    patterns read by nbval's own parser, applied in order."""
+    from nbval.plugin import get_sanitize_patterns
+
+    for regex, replace in get_sanitize_patterns((ROOT / "nbval_sanitize.cfg").read_text()):
+        text = re.sub(regex, replace, text)
+    return text
+
+
+@pytest.mark.parametrize("run_a, run_b", [
+    ("object at 0x7f3a2b1c4d50>", "object at 0x7f99aa00bc11>"),
+    ("trained in 12.3 s", "trained in 9.87 s"),
+    ("took 4.56 ms", "took 12 ms"),
+    ("3.21 ms/step", "0.5 ms/step"),
+    ("  3%|▎         | 1/32 [00:08<04:13,  8.18s/run, llama]\r  6%|▋         | 2/32 [00:40<11:11]\n",
+     "  3%|▎         | 1/32 [00:02<01:01,  2.00s/run, llama]\r  6%|▋         | 2/32 [00:04<01:00]\n"),
+    ("wrote /tmp/pytest-of-root/pytest-3/run0/a.json", "wrote /tmp/tmpab12_x/a.json"),
+])
+def test_sanitising_equates_what_differs_between_machines(run_a, run_b):
+    assert run_a != run_b and sanitised(run_a) == sanitised(run_b)
+
+
+@pytest.mark.parametrize("text", [
+    "accuracy 0.71 at step 1,200 | 12 of 32 seeds",  # a measured value, a table-like bar
+    "in 12 pairs", "1/32 of the items",
+    "iVBORw0KGgoAAAANSUhEUgAA" + "QUJDRA+/" * 15_000,  # a glued figure's base64: one long line
+])
+def test_sanitising_leaves_everything_else_alone(text):
+    """What is not machine-dependent must reproduce exactly, so the patterns match nothing
+    else; the long line is the glued-figure record nbval compares as text (a pattern that
+    restarted its scan at every character took a minute on one such line)."""
+    assert sanitised(text) == text
+
+
+def test_notebooks_and_the_ray_file_are_each_one_unit_of_work():
+    """`make test` runs tests and notebooks in one pytest-xdist session: a notebook's cells
+    (one kernel, in order) and the Ray tests (one local instance at a time) must each stay
+    on one worker; every other test is scheduled on its own."""
+    from conftest import _one_worker_scope
+
+    cells = [_one_worker_scope(f"artifacts/rope.ipynb::Cell {i}") for i in (0, 1, 35)]
+    assert cells == ["artifacts/rope.ipynb"] * 3
+    assert _one_worker_scope("artifacts/norm.ipynb::Cell 0") == "artifacts/norm.ipynb"
+    ray = {_one_worker_scope(f"tests/test_ray.py::{t}") for t in ("test_a", "test_b[x-1]")}
+    assert ray == {"tests/test_ray.py"}
+    assert _one_worker_scope("tests/test_train.py::test_flat_adamw_is_torch_adamw") is None

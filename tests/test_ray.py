@@ -29,7 +29,7 @@ from llamanat_core.study.executors import ExecutorError, check_address, start_lo
 from llamanat_core.study.plan import fingerprint_run
 from llamanat_core.train import Budget
 
-pytestmark = [pytest.mark.pool, pytest.mark.xdist_group("ray")]  # one Ray instance at a time
+pytestmark = pytest.mark.pool  # one worker runs this file (ONE_WORKER in conftest.py)
 
 TINY = ["--only", "sweep", "--seeds", "0", "--steps", "12"]  # the same 4 runs on the command line
 
