@@ -149,10 +149,11 @@ def p_text(p: float) -> str:
 
 
 def verdict_table(v: pd.DataFrame, **selection) -> pd.DataFrame:
-    """The verdicts for the page, narrow enough for the text column: one row per
-    comparison × (task, data) × metric with the two rows' values (reference → control:
-    median steps to solve and seeds solved, or mean accuracy), the effect and its
-    interval, the Holm-adjusted p, the test and the verdict. `selection` as in `select`."""
+    """The verdicts for the page: one row per comparison × (task, data) × metric with the
+    verdict first (a table wider than the text column scrolls, and the verdict is what a
+    reader looks for), then the two rows' values (reference → control: median steps to
+    solve and seeds solved, or mean accuracy), the effect and its interval, the
+    Holm-adjusted p and the test. `selection` as in `select`."""
     rows = select(v, **selection) if selection else v
     out = []
     for r in rows.itertuples():
@@ -164,9 +165,9 @@ def verdict_table(v: pd.DataFrame, **selection) -> pd.DataFrame:
         base, _, at = r.metric.partition("@")
         out.append({"comparison": r.comparison, "task, data": f"{r.task}, {r.regime}",
                     "metric": METRIC_LABELS.get(base, base) + (f" @{int(at):,}" if at else ""),
-                    "reference → control": values,
+                    "verdict": r.verdict, "reference → control": values,
                     "effect [95% CI]": effect_text(r), "p (Holm)": p_text(r.p_holm),
-                    "test": TEST_NAMES.get(r.test, r.test), "verdict": r.verdict})
+                    "test": TEST_NAMES.get(r.test, r.test)})
     return pd.DataFrame(out).set_index(["comparison", "task, data", "metric"])
 
 

@@ -67,6 +67,7 @@ def test_verdict_table_has_one_row_per_selected_verdict(committed_verdicts):
     assert len(table) == len(rows)
     assert list(table["verdict"]) == list(rows.verdict)
     assert table.index.names == ["comparison", "task, data", "metric"]
+    assert list(table.columns)[0] == "verdict"  # in view when the table scrolls
     row = table.loc[("abs_pos vs llama", "addition, finite", "time to solve")]
     assert row["reference → control"] == "1,400 → 600 (9/10 → 10/10 solved)"
     assert row["verdict"] == "better" and row["test"] == "log-rank"
