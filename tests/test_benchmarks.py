@@ -1,4 +1,5 @@
-"""The trainer benchmark's arithmetic: the FLOPs it divides by are the ones the step does.
+"""The benchmarks' arithmetic: the FLOPs the trainer benchmark divides by are the ones the
+step does, and the run breakdown counts every call `fit` makes.
 
 `benchmarks/train_step.py` states a floor (matmul FLOPs at a measured rate) and the time
 our step spends inside its matrix multiplies (profiled). Both rest on knowing which
@@ -16,9 +17,17 @@ from llamanat_core.config import variant_config
 from llamanat_core.fast import FastStep
 from llamanat_core.model import TinyLlama
 
-_spec = importlib.util.spec_from_file_location("train_step_bench", ROOT / "benchmarks" / "train_step.py")
-bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench)
+
+def load_benchmark(name: str):
+    """A script of benchmarks/ as a module (the folder is not a package)."""
+    spec = importlib.util.spec_from_file_location(f"{name}_bench", ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = load_benchmark("train_step")
+breakdown_bench = load_benchmark("run_breakdown")
 
 
 @pytest.mark.parametrize("task", ["addition", "recall"])
@@ -48,3 +57,31 @@ def test_gemm_profile_counts_per_step_and_times_something():
     assert bench.gemm_flops(shapes) == 2 * 4 * 5 * 3 + 2 * 4 * 5 * 2
     assert ms > 0
     assert len(calls) == bench.WARMUP + 6
+
+
+@pytest.mark.parametrize("task", ["recall", "addition"])
+def test_run_breakdown_counts_every_call_fit_makes_once_and_restores_them(task):
+    """The breakdown of a short run (eager): one first step and the rest of the steps, one
+    validation per evaluation (addition's, a multi-token answer, calls eval_loss and score
+    inside it: counted once, as validation), scoring for recall's longer lengths at every
+    evaluation plus the test rows at the checkpoints; its parts add up to the run's
+    seconds; afterwards `train` and `fast` are as they were."""
+    from llamanat_core import fast, train
+    from llamanat_core.train import Budget
+
+    before = (train.loss_and_score, train.score, train.eval_loss, fast.FastStep.__call__)
+    run = breakdown_bench.find_run(task, "llama", "finite", 0)
+    budget = Budget(steps=20, min_steps=20, eval_every=5, n_train=256, n_val=32, n_test=32,
+                    checkpoints=(10, 20))
+    t = breakdown_bench.breakdown(run, budget, compile=False)
+    assert t["stop_step"] == 20 and t["n_steps"] == 19 and t["first step"] > 0
+    assert t["n_validation"] == 4  # steps 5, 10, 15, 20
+    lengths = len(run.spec.extrapolate)
+    assert lengths == {"recall": 2, "addition": 0}[task]
+    # dense: each longer length per evaluation; test rows: loss + test set + each length
+    assert t["n_scoring"] == 4 * lengths + 2 * (2 + lengths)
+    assert all(t[p] >= 0 for p in breakdown_bench.PARTS)
+    assert sum(t[p] for p in breakdown_bench.PARTS) == pytest.approx(t["seconds"])
+    assert (train.loss_and_score, train.score, train.eval_loss, fast.FastStep.__call__) == before
+    with pytest.raises(SystemExit, match="no run"):
+        breakdown_bench.find_run(task, "llama", "finite", 99)
