@@ -137,8 +137,31 @@ def quiet_native_stderr():
         os.close(devnull)
 
 
-def gemm_profile(step, batches, steps: int = 50) -> tuple[float, Counter]:
-    """(CPU ms per step inside matrix multiplies, Counter of (m, k, n) per step) for `step`.
+# What the profiled compiled step spends its time on, by the names inductor gives its
+# fused kernels (each lists the operations it fuses) and the frames around the call.
+# First match wins: a kernel fusing the loss's log-softmax also names `_softmax`.
+PARTS = (
+    ("matrix multiplies", GEMMS),
+    ("loss (log-softmax)", ("log_softmax",)),
+    ("clipping + AdamW", ("lerp", "vector_norm")),
+    ("attention softmax", ("_softmax",)),
+    ("MLP activation", ("silu", "sigmoid", "gelu")),
+    ("norms, RoPE, embedding", ("graph_",)),  # every other fused kernel
+)
+OVERHEAD = "calling the graph"  # dynamo's guards, the wrapper, the autograd-free runtime
+
+
+def step_part(name: str) -> str:
+    """The part of the step a profiled event named `name` belongs to."""
+    for part, keys in PARTS:
+        if name in GEMMS if keys is GEMMS else any(k in name for k in keys):
+            return part
+    return OVERHEAD
+
+
+def gemm_profile(step, batches, steps: int = 50) -> tuple[float, Counter, Counter]:
+    """(CPU ms per step inside matrix multiplies, Counter of (m, k, n) per step,
+    Counter of CPU ms per step by part of the step, see `step_part`) for `step`.
 
     The profiler sees only operators that go through torch's dispatcher: an eager step,
     or a compiled one built with the Python wrapper (see `profiled_graph`).
@@ -150,13 +173,14 @@ def gemm_profile(step, batches, steps: int = 50) -> tuple[float, Counter]:
                                         record_shapes=True) as prof:
         for i in range(steps):
             step(batches[i % len(batches)])
-    shapes, us = Counter(), 0.0
+    shapes, parts = Counter(), Counter()
     for e in prof.events():
+        parts[step_part(e.name)] += e.self_cpu_time_total / steps / 1e3
         if e.name in GEMMS:
             a, b = e.input_shapes[1:3] if "addmm" in e.name else e.input_shapes[:2]
             shapes[(*a[-2:], b[-1])] += 1
-            us += e.self_cpu_time_total
-    return us / steps / 1e3, Counter({k: v // steps for k, v in shapes.items()})
+    return (parts["matrix multiplies"], Counter({k: v // steps for k, v in shapes.items()}),
+            parts)
 
 
 def gemm_flops(shapes: Counter) -> float:
@@ -165,10 +189,30 @@ def gemm_flops(shapes: Counter) -> float:
 
 def profiled_graph(model: TinyLlama, answer_len: int) -> FastStep:
     """Our compiled step with inductor's Python wrapper: the same kernels, visible to the
-    profiler (`fast` builds it with the C++ wrapper, which calls them directly)."""
+    profiler (`fast` builds it with the C++ wrapper, which calls them directly), each
+    fused kernel recorded under its name."""
     step = FastStep(model, answer_len, 1e-3, 1.0, compile=False)
-    step.step_fn = torch.compile(train_step, dynamic=False)
+    step.step_fn = torch.compile(train_step, dynamic=False,
+                                 options={"cpp.enable_kernel_profile": True})
     return step
+
+
+def print_parts(profiles: dict[str, Counter]) -> None:
+    """Where the profiled compiled step's CPU time goes, per task: ms and share."""
+    tasks = list(profiles)
+    print("where the compiled step's time goes (the profiled build: Python wrapper, kernels"
+          " recorded); ms per step")
+    print(f"{'':24s}" + "".join(f"{t:>16s}" for t in tasks))
+    for part in [p for p, _ in PARTS] + [OVERHEAD, "total"]:
+        cells = []
+        for t in tasks:
+            total = sum(profiles[t].values())
+            ms = total if part == "total" else profiles[t][part]
+            cells.append(f"{ms:8.2f} {100 * ms / total:5.1f} %")
+        print(f"{part:24s}" + "".join(f"{c:>16s}" for c in cells))
+    print(f"  '{OVERHEAD}': dynamo's guard check on the arguments, the wrapper's Python"
+          "\n  and the runtime around the graph; the C++ wrapper that `fast` builds drops"
+          "\n  most of the wrapper's share, not the guards.\n")
 
 
 def main() -> None:
@@ -177,7 +221,7 @@ def main() -> None:
     print(f"torch {torch.__version__}, 1 thread, batch {BATCH}, compile="
           f"{'on' if compile_default() else 'off'}; CPU ms per step, median of {REPEATS} "
           "interleaved repeats\n")
-    rows = []
+    rows, profiles = [], {}
     for task in ("addition", "recall"):
         data, batches = task_batches(task)
         t, alen = data.ids.shape[1] - 1, data.answer_len
@@ -191,9 +235,11 @@ def main() -> None:
                           batches)
         gflops = 2 * MATMUL_N ** 3 / ms["matmul"] / 1e6
         full, trunc = step_flops(cfg, t, alen), step_flops(cfg, t, alen, truncated=True)
-        in_gemms, shapes = gemm_profile(profiled_graph(TinyLlama(cfg, 0).train(), alen), batches)
+        in_gemms, shapes, parts = gemm_profile(profiled_graph(TinyLlama(cfg, 0).train(), alen),
+                                               batches)
         rows.append((task, t, alen, ms, gflops, full / gflops / 1e6, trunc / gflops / 1e6,
                      compile_s, in_gemms, gemm_flops(shapes) / in_gemms / 1e6))
+        profiles[task] = parts
     print(f"{'task':9s} {'T':>3s} {'sup':>3s} {'GFLOP/s':>7s} {'floor':>6s} {'ours':>12s} "
           f"{'eager':>12s} {'transformers':>13s} {'our floor':>9s} {'in GEMMs':>12s} "
           f"{'1st step s':>10s}")
@@ -208,6 +254,7 @@ def main() -> None:
           "\n  ms of our step inside its matrix multiplies (profiled) and the rate they reach"
           "\n  at these shapes; '1st step s' = first compiled step incl. compilation (cheap"
           "\n  once the on-disk inductor cache holds the graph).\n")
+    print_parts(profiles)
 
     # scoring 200 addition items
     task = TaskSpec("addition").make(0)

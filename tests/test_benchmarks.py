@@ -37,7 +37,7 @@ def test_profiled_gemms_are_the_counted_ones(task, variant):
     data, batches = bench.task_batches(task, n_items=200, batch=8, steps=4)
     t, alen = data.ids.shape[1] - 1, data.answer_len
     step = FastStep(TinyLlama(cfg, 0).train(), alen, 1e-3, 1.0, compile=False)
-    _, shapes = bench.gemm_profile(step, batches, steps=3)
+    _, shapes, _ = bench.gemm_profile(step, batches, steps=3)
     counted = bench.step_flops(cfg, t, alen, batch=8, truncated=True, attention=False)
     assert bench.gemm_flops(shapes) == counted
     # and the untruncated count is larger by exactly the rows the last layer skips
@@ -52,11 +52,32 @@ def test_gemm_profile_counts_per_step_and_times_something():
         a = torch.ones(ids.shape[0], 5)
         torch.mm(a, torch.ones(5, 3))
         torch.addmm(torch.zeros(ids.shape[0], 2), a, torch.ones(5, 2))
-    ms, shapes = bench.gemm_profile(step, [torch.zeros(4, 1)], steps=6)
+    ms, shapes, parts = bench.gemm_profile(step, [torch.zeros(4, 1)], steps=6)
     assert shapes == Counter({(4, 5, 3): 1, (4, 5, 2): 1})
     assert bench.gemm_flops(shapes) == 2 * 4 * 5 * 3 + 2 * 4 * 5 * 2
-    assert ms > 0
+    assert ms > 0 and parts["matrix multiplies"] == ms
+    assert parts[bench.OVERHEAD] > 0  # torch.ones, torch.zeros: not a part of the step's math
     assert len(calls) == bench.WARMUP + 6
+
+
+@pytest.mark.parametrize("name, part", [
+    ("aten::mm", "matrix multiplies"), ("aten::addmm", "matrix multiplies"),
+    ("graph_0_cpp_fused__log_softmax__log_softmax_backward_data_arange_clone_eq_exp_9",
+     "loss (log-softmax)"),
+    ("graph_0_cpp_fused_add_cat_clamp_copy__div_fma_lerp_linalg_vector_norm_mul_pow_28",
+     "clipping + AdamW"),
+    ("graph_0_cpp_fused__softmax__softmax_backward_data__unsafe_view_add_bitwise_not_16",
+     "attention softmax"),
+    ("graph_0_cpp_fused__unsafe_view_mul_silu_4", "MLP activation"),
+    ("graph_0_cpp_fused__unsafe_view_add_cat_div_embedding_expand_mean_mul_pow_rsqrt_0",
+     "norms, RoPE, embedding"),
+    ("TorchDynamo Cache Lookup", "calling the graph"),
+    ("## Call CompiledFxGraph fylroz5a37 ##", "calling the graph"),
+])
+def test_step_parts_sort_kernel_names(name, part):
+    """Inductor names a fused kernel after what it fuses: the step's parts come from those
+    names, the loss's log-softmax before the attention softmax it also spells."""
+    assert bench.step_part(name) == part
 
 
 @pytest.mark.parametrize("task", ["recall", "addition"])
