@@ -118,6 +118,14 @@ def test_addition_chance_and_bad_inputs():
 # ------------------------------------------------------------------ generated sentences
 
 
+def test_within_is_the_power_of_ten_above_a_rounding_difference():
+    """The same bound for the digits two CPUs give one check (2.3e-09 and 2.8e-09)."""
+    assert report.within(2.3e-9) == report.within(2.8e-9) == "10⁻⁸"
+    assert report.within(2.4e-7) == report.within(-3.6e-7) == "10⁻⁶"
+    assert report.within(1e-6) == "10⁻⁶" and report.within(1.1e-6) == "10⁻⁵"
+    assert report.within(0.0) == "0" and report.within(20.0) == "10²"
+
+
 def test_sci_for_prose():
     assert report.sci(2.4e-7) == "2.4 × 10⁻⁷"
     assert report.sci(0) == "0"
