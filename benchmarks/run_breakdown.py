@@ -40,7 +40,6 @@ def timed_parts():
     t = {p: 0.0 for p in PARTS} | {"n_steps": 0, "n_validation": 0, "n_scoring": 0}
     saved = {name: getattr(train, name) for name in ("loss_and_score", "score", "eval_loss")}
     step_call = fast.FastStep.__call__
-
     inside = []  # the part being timed: a call made from inside it is that part's own
 
     def wrap(f, part):
@@ -61,7 +60,7 @@ def timed_parts():
         s = time.perf_counter()
         loss = step_call(self, ids)
         loss.item()  # fit reads it at once: wait for the step here, not in the next part
-        part = "first step" if t["n_steps"] == 0 and t["first step"] == 0.0 else "steps"
+        part = "steps" if t["first step"] else "first step"
         t[part] += time.perf_counter() - s
         t["n_steps"] += part == "steps"
         return loss

@@ -153,8 +153,10 @@ OVERHEAD = "calling the graph"  # dynamo's guards, the wrapper, the autograd-fre
 
 def step_part(name: str) -> str:
     """The part of the step a profiled event named `name` belongs to."""
-    for part, keys in PARTS:
-        if name in GEMMS if keys is GEMMS else any(k in name for k in keys):
+    if name in GEMMS:
+        return PARTS[0][0]
+    for part, keys in PARTS[1:]:
+        if any(k in name for k in keys):
             return part
     return OVERHEAD
 
