@@ -17,7 +17,7 @@ from .positional import apply_rotary
 
 
 class RMSNorm(nn.Module):
-    """x / sqrt(mean(x^2) + eps) * gain: no centring, no bias; computed in float32."""
+    """x / sqrt(mean(x^2) + eps) * gain: no centring, no bias; computed in at least float32."""
 
     def __init__(self, dim: int, eps: float = 1e-5):
         super().__init__()
@@ -26,9 +26,14 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         dtype = x.dtype
-        x = x.float()
+        x = x.to(at_least_float32(dtype))  # half precision is too coarse for the mean square
         x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
         return self.weight * x.to(dtype)
+
+
+def at_least_float32(dtype: torch.dtype) -> torch.dtype:
+    """float32 for half-precision inputs, the input's own type for float32 and float64."""
+    return torch.promote_types(dtype, torch.float32)
 
 
 def make_norm(cfg: Config) -> nn.Module:
@@ -50,14 +55,14 @@ def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
 
 def manual_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                      mask: torch.Tensor | None) -> torch.Tensor:
-    """The readable path: scores, explicit mask, float32 softmax, weighted sum of V.
+    """The readable path: scores, explicit mask, softmax in at least float32, weighted sum of V.
 
     q (B, H, Tq, D), k and v (B, H, Tk, D), mask (Tq, Tk) bool, True where allowed.
     """
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, Tq, Tk)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
-    weights = torch.softmax(scores.float(), dim=-1).to(q.dtype)
+    weights = torch.softmax(scores.to(at_least_float32(scores.dtype)), dim=-1).to(q.dtype)
     return weights @ v  # (B, H, Tq, D)
 
 
@@ -72,7 +77,7 @@ def elementwise_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     scores = (q.unsqueeze(-2) * k.unsqueeze(-3)).sum(-1) / math.sqrt(q.shape[-1])  # (B, H, Tq, Tk)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
-    weights = torch.softmax(scores.float(), dim=-1).to(q.dtype)
+    weights = torch.softmax(scores.to(at_least_float32(scores.dtype)), dim=-1).to(q.dtype)
     return (weights.unsqueeze(-1) * v.unsqueeze(-3)).sum(-2)  # (B, H, Tq, D)
 
 

@@ -110,3 +110,19 @@ def test_future_tokens_do_not_change_earlier_logits(attention, ids):
         a, b = model(ids), model(changed)
     assert torch.equal(a[:, :20], b[:, :20])
     assert (a[:, 20:] - b[:, 20:]).abs().amax(dim=-1).min() > 1e-4  # every later position moves
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "manual", "elementwise"])
+def test_a_float64_model_computes_in_float64(attention, ids):
+    """The norms and the softmax compute in at least float32, never below the input's type:
+    in float64 the three attention paths agree to float64 rounding, which they could not if
+    any step went through float32 (the chapters' illustrations rely on this)."""
+    cfg = variant_config("llama", attention=attention)
+    model32 = TinyLlama(cfg, seed=5).eval()
+    model64 = TinyLlama(variant_config("llama", attention="sdpa"), seed=5).eval().double()
+    with torch.no_grad():
+        ref = model64(ids)
+        out = TinyLlama(cfg, seed=5).eval().double()(ids)
+        assert ref.dtype == out.dtype == torch.float64
+        assert (out - ref).abs().max() <= 1e-12
+        assert (model32(ids).double() - ref).abs().max() <= 1e-5  # float32: to its own rounding

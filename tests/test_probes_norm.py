@@ -2,11 +2,14 @@
 counts, and the deep random-weights stack under pre-, post- and no normalisation."""
 import math
 
+import numpy as np
 import pytest
 import torch
 
-from llamanat_core import TinyLlama, variant_config
+from llamanat_core import Config, TinyLlama, variant_config
+from llamanat_core.blocks import RMSNorm
 from llamanat_core.probes import norm as probe
+from llamanat_core.tasks import VOCAB_SIZE
 
 
 def test_rms_and_layer_norm_agree_only_on_centred_vectors():
@@ -14,6 +17,18 @@ def test_rms_and_layer_norm_agree_only_on_centred_vectors():
     assert abs(out["mean_after"]) < 1e-6
     assert out["centred"] < 1e-5
     assert out["uncentred"] > 0.1  # the control: a shifted vector separates them
+
+
+def test_rms_norm_computes_in_at_least_float32():
+    x = torch.randn(5, 64, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    norm = RMSNorm(64)
+    exact = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5)
+    assert norm(x).dtype == torch.float64
+    assert (norm(x) - exact).abs().max() < 1e-14  # no float32 step in between
+    half = x.to(torch.bfloat16)
+    up = half.float()
+    expected = (up * torch.rsqrt(up.pow(2).mean(-1, keepdim=True) + 1e-5)).to(torch.bfloat16)
+    assert torch.equal(norm(half), norm.weight * expected)  # normalised in float32, then rounded
 
 
 def test_hand_check_matches_the_napkin():
@@ -55,6 +70,45 @@ def test_no_norm_overflows_at_a_large_init_and_is_reported():
     assert depth[depth.layer < layer].rms.notna().all()
     assert probe.overflow_sentence([layer]).startswith("overflows float32")
     assert probe.overflow_sentence([None, None]) == "stays finite through every layer in all 2 seeds"
+
+
+def test_overflow_depth_is_where_the_float32_stream_stops_being_finite():
+    """The depth study measures in float64, but the overflow it reports is float32's."""
+    depth, _ = probe.depth_profile("none", seed=0, init_std=0.25, n_layers=16, batch=2)
+    first_nan = int(depth.layer[depth.rms.isna()].min())
+    model = TinyLlama(Config(n_layers=16, norm_position="none", init_std=0.25), seed=0).eval()
+    ids = torch.randint(0, VOCAB_SIZE, (2, 13), generator=torch.Generator().manual_seed(1234))
+    with torch.no_grad():
+        streams, _ = probe._streams(model, ids)
+    finite = [bool(torch.isfinite(x).all()) for x in streams]
+    assert finite.index(False) == first_nan
+    with torch.no_grad():  # in float64 the same stream is still finite there
+        streams64, _ = probe._streams(model.double(), ids)
+    assert torch.isfinite(streams64[first_nan]).all()
+
+
+def test_depth_profile_does_not_depend_on_rounding_at_the_digits_shown(monkeypatch):
+    """Another CPU's kernels round float64 differently by about one unit in the last place;
+    jittering the float64 weights by 1e-15 stands in for that. Post-norm at the large init
+    is the most sensitive stack (it amplifies a change by about 10^5 before saturating)."""
+    clean, logits = probe.depth_profile("post", seed=0, init_std=0.25, n_layers=32)
+
+    class Jittered(TinyLlama):
+        def double(self):
+            out = super().double()
+            g = torch.Generator().manual_seed(7)
+            with torch.no_grad():
+                for p in self.parameters():
+                    p.mul_(1 + 1e-15 * torch.randn(p.shape, generator=g, dtype=p.dtype))
+            return out
+
+    monkeypatch.setattr(probe, "TinyLlama", Jittered)
+    jittered, jittered_logits = probe.depth_profile("post", seed=0, init_std=0.25, n_layers=32)
+    assert logits > 1000  # saturated: the output no longer remembers which input it saw
+    assert jittered_logits != logits  # the jitter did reach the result ...
+    assert jittered_logits == pytest.approx(logits, rel=1e-8)  # ... far below the 7 digits shown
+    for column in ("rms", "sensitivity"):
+        assert np.allclose(jittered[column], clean[column], rtol=1e-8, atol=0)
 
 
 def test_depth_profile_is_deterministic():

@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from llamanat_core import REFERENCE, TinyLlama, variant_config
+from llamanat_core import REFERENCE, TinyLlama, mechanism, variant_config
 from llamanat_core.kv import PUBLISHED, PublishedModel
 from llamanat_core.probes import swiglu
 from llamanat_core.study import Run, load_weights, weights_path
@@ -48,6 +48,14 @@ def test_trained_hidden_hooks_every_layer_and_position(tmp_path):
     ids = torch.randint(0, REFERENCE.vocab_size, (3, 7), generator=torch.Generator().manual_seed(0))
     out = swiglu.trained_hidden(loaded, ids)
     assert out["hidden"].numel() == REFERENCE.n_layers * 3 * 7 * REFERENCE.d_ff
+    assert out["hidden"].dtype == torch.float64  # evaluated in float64 ...
+    assert loaded.embed_tokens.weight.dtype == torch.float32  # ... on a copy
+    first = loaded.layers[0].mlp  # what the float32 model computes: the same values, rounded
+    x = mechanism.call_arguments(loaded, ids, [first])[0][1][0]
+    with torch.no_grad():
+        h32 = first.hidden(x).flatten()
+    assert torch.allclose(out["hidden"][:h32.numel()].float(), h32, rtol=1e-4, atol=1e-6)
+    assert not torch.equal(out["hidden"][:h32.numel()], h32.double())  # float64 is not float32
     s = swiglu.gate_summary(out["gate"], out["hidden"])
     assert s["zero"] == 0 and 0.3 < s["gate_negative"] < 0.7 and 0 < s["mass_negative_gate"] < 1
 

@@ -132,9 +132,17 @@ def reference_model(task: str, fresh: bool = False,
 def trained_hidden(model: TinyLlama, ids: torch.Tensor) -> dict[str, torch.Tensor]:
     """Run ids (B, T) through the model and return, over every layer and position,
     the gate and up pre-activations (`gate`, `up`) and the SwiGLU hidden units
-    (`hidden` = silu(gate) * up), flattened."""
+    (`hidden` = silu(gate) * up), flattened, in float64.
+
+    The trained float32 weights are evaluated in float64 (on a copy; the model is left as
+    it is): what float32 would compute, without float32's rounding, which differs from
+    one CPU's kernels to another's and would move the chapter's figures by a pixel.
+    """
+    import copy
+
     from ..mechanism import call_arguments
 
+    model = copy.deepcopy(model).double()
     mlps = [layer.mlp for layer in model.layers]
     inputs = [(m, args[0]) for m, args, _ in call_arguments(model, ids, mlps)]
     gate = torch.cat([m.gate_proj(x).flatten() for m, x in inputs])
@@ -252,7 +260,8 @@ def kill_summary(gate: torch.Tensor, up: torch.Tensor, hidden: torch.Tensor,
     off = g < below
     n = int(off.sum())
     nan = float("nan")
-    return {"below": float(below), "factor": float(F.silu(torch.tensor(float(below))).abs()),
+    factor = float(F.silu(torch.tensor(float(below), dtype=torch.float64)).abs())
+    return {"below": float(below), "factor": factor,
             "n": n, "share": n / g.numel(), "min_gate": float(g.min()),
             "median_up_off": float(u[off].median()) if n else nan,
             "median_up_all": float(u.median()),
