@@ -112,7 +112,8 @@ def pytest_xdist_make_scheduler(config, log):
 
 def pytest_collection_modifyitems(config, items):
     """The longest units of work first (the Ray tests, then the notebooks), so no worker
-    is left with one at the end while the other idles. Stable: each file keeps its order."""
+    is left with one at the end while the other idles. Stable: each file keeps its order.
+    nbval's notebooks compare their figures too (`compare_figures_too`)."""
     def rank(item) -> int:
         scope = _one_worker_scope(item.nodeid)
         return 2 if scope is None else 1 if scope.endswith(".ipynb") else 0

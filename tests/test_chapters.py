@@ -287,11 +287,20 @@ def test_fresh_run_with_a_tiny_budget_executes(path, tmp_path, fresh_runs):
 
 
 COMMITTED = [p for p in SOURCES if (ARTIFACTS_DIR / f"{p.stem}.ipynb").exists()]
+# Re-executing a committed chapter must leave `git status` clean. For every chapter that
+# follows from three checks, none of which executes it twice: nbval re-executes the
+# committed notebook and compares every output, figures byte for byte (tests/conftest.py);
+# test_committed_artifact_has_the_source_cells says the notebook's code is the source's;
+# test_committed_outputs_need_no_sanitizing says nbval's sanitizing patterns changed
+# nothing it compared. What is left is the pipeline (papermill, then `chapters.sanitize`
+# of the metadata), the same for every chapter: the full round trip runs on one, the
+# cheapest.
+ROUND_TRIP = [p for p in COMMITTED if p.stem == "sweep"]
 
 
 @pytest.mark.notebook
 @pytest.mark.slow
-@pytest.mark.parametrize("path", COMMITTED, ids=[p.stem for p in COMMITTED])
+@pytest.mark.parametrize("path", ROUND_TRIP, ids=[p.stem for p in ROUND_TRIP])
 def test_committed_artifact_is_what_the_source_produces(path, tmp_path):
     """Re-executing a chapter leaves `git status` clean: the committed artifact is byte for
     byte what its source produces now, figures (PNG bytes) included. Outputs of cells
@@ -322,6 +331,54 @@ def test_committed_artifact_is_what_the_source_produces(path, tmp_path):
     assert nb.metadata.papermill["input_path"] == f"chapters/{path.name}"
     assert "jupytext" not in nb.metadata
     assert any("image/png" in o.get("data", {}) for c in nb.cells for o in c.get("outputs", []))
+
+
+def nbval_patterns(path: Path = ROOT / "nbval_sanitize.cfg") -> dict[str, str]:
+    """The sanitizing patterns nbval applies to both sides before it compares: name -> regex."""
+    import configparser
+
+    cfg = configparser.ConfigParser(interpolation=None)
+    cfg.read(path)
+    return {name: cfg[name]["regex"] for name in cfg.sections()}
+
+
+def output_texts(cell) -> list[str]:
+    """Every compared output of a cell as text (figures aside: they are compared as digests)."""
+    texts = []
+    for out in cell.get("outputs", []):
+        if "text" in out:
+            texts.append(out["text"])
+        for mime, value in out.get("data", {}).items():
+            if not mime.startswith("image/"):
+                texts.append(value if isinstance(value, str) else repr(value))
+    return texts
+
+
+@pytest.mark.parametrize("path", COMMITTED, ids=[p.stem for p in COMMITTED])
+def test_committed_outputs_need_no_sanitizing(path):
+    """nbval replaces durations, addresses, progress bars and temporary paths on both sides
+    before comparing; an artifact that printed one would pass nbval and still change on
+    every execution. So no committed output outside the volatile cells contains one."""
+    patterns = nbval_patterns()
+    assert patterns  # the file was read
+    found = []
+    for i, cell in enumerate(read(ARTIFACTS_DIR / f"{path.stem}.ipynb").cells):
+        if cell.cell_type != "code" or VOLATILE_TAGS & tags(cell):
+            continue
+        for text in output_texts(cell):
+            found += [(i, name, m.group(0)[:60]) for name, regex in patterns.items()
+                      for m in [re.search(regex, text)] if m]
+    assert not found, f"artifacts/{path.stem}.ipynb prints what nbval sanitizes (cell, pattern, text): " \
+                      f"{found}"
+
+
+def test_the_sanitizing_scan_finds_what_nbval_would_replace():
+    patterns = nbval_patterns()
+    cell = nbformat.v4.new_code_cell(outputs=[nbformat.v4.new_output(
+        "stream", name="stdout", text="trained in 12.5 s into /tmp/abc/run.json")])
+    names = {name for text in output_texts(cell) for name, regex in patterns.items()
+             if re.search(regex, text)}
+    assert len(names) == 2  # the duration and the temporary folder
 
 
 @pytest.mark.parametrize("path", COMMITTED, ids=[p.stem for p in COMMITTED])
@@ -499,3 +556,38 @@ def test_notebooks_and_the_ray_file_are_each_one_unit_of_work():
     ray = {_one_worker_scope(f"tests/test_ray.py::{t}") for t in ("test_a", "test_b[x-1]")}
     assert ray == {"tests/test_ray.py"}
     assert _one_worker_scope("tests/test_train.py::test_flat_adamw_is_torch_adamw") is None
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("altered", [False, True])
+def test_nbval_compares_figures_byte_for_byte(tmp_path, altered):
+    """The root conftest.py makes nbval compare PNG outputs (as digests): a notebook whose
+    stored figure differs by one byte from what its cell draws fails; the same notebook
+    with the true figure passes."""
+    import os
+    import subprocess
+    import sys
+
+    from nbclient import NotebookClient
+
+    draw = ("import matplotlib\nmatplotlib.use('agg')\nimport matplotlib.pyplot as plt\n"
+            "from IPython.display import Image, display\nimport io\n"
+            "fig, ax = plt.subplots(figsize=(1, 1))\nax.plot([0, 1], [1, 0])\nbuf = io.BytesIO()\n"
+            "fig.savefig(buf, format='png', metadata={'Software': None})\n"
+            "display(Image(buf.getvalue()))")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(draw)])
+    NotebookClient(nb, kernel_name="python3").execute()
+    (out,) = [o for o in nb.cells[0].outputs if "image/png" in o.get("data", {})]
+    if altered:
+        png = out["data"]["image/png"]
+        out["data"]["image/png"] = png[:100] + ("A" if png[100] != "A" else "B") + png[101:]
+    path = tmp_path / "figure.ipynb"
+    nbformat.write(nb, str(path))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    command = [sys.executable, "-m", "pytest", "-p", "conftest", "--nbval", "--nbval-current-env",
+               "-q", "-p", "no:cacheprovider", str(path)]
+    result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    if altered:
+        assert result.returncode == 1 and "PNG sha256:" in result.stdout, result.stdout[-2000:]
+    else:
+        assert result.returncode == 0, result.stdout[-2000:]
