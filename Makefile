@@ -35,7 +35,7 @@ book: study chapters
 	@echo "book: _build/html/index.html"
 
 # nbval re-executes every committed artifact and compares its outputs: text, HTML and,
-# through tests/conftest.py, every figure byte for byte.
+# through tests/nbval_figures.py, every figure byte for byte.
 NBVAL = --nbval --nbval-sanitize-with nbval_sanitize.cfg --nbval-current-env \
 	--nbval-cell-timeout 1800
 
@@ -46,13 +46,13 @@ NBVAL = --nbval --nbval-sanitize-with nbval_sanitize.cfg --nbval-current-env \
 PARALLEL = -n $(WORKERS)
 
 lint: venv
-	$(BIN)/ruff check llamanat_core tests benchmarks conftest.py
+	$(BIN)/ruff check llamanat_core tests benchmarks
 
 # Every check, in order: lint; the committed runs re-fitted for their first steps on this
 # CPU (`llamanat verify`); unit and pipeline tests with nbval on the committed chapters;
 # the book build with warnings as errors; the browser test on the pages just built.
 test: venv
-	$(BIN)/ruff check llamanat_core tests benchmarks conftest.py
+	$(BIN)/ruff check llamanat_core tests benchmarks
 	$(BIN)/llamanat verify
 	$(BIN)/python -m pytest tests artifacts/*.ipynb --ignore=tests/test_browser.py $(NBVAL) \
 		$(PARALLEL)
@@ -65,7 +65,7 @@ test: venv
 FAST_TIERS = not compile and not notebook and not browser and not pool and not slow
 
 test-fast: venv
-	$(BIN)/ruff check llamanat_core tests benchmarks conftest.py
+	$(BIN)/ruff check llamanat_core tests benchmarks
 	LLAMANAT_COMPILE=0 $(BIN)/python -m pytest tests -q -m "$(FAST_TIERS)"
 
 # A reader's notebook: JupyterLab on chapters/ with the project's kernel (this venv's

@@ -16,6 +16,7 @@ os.environ.setdefault("LLAMANAT_COMPILE", "0")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from nbval_figures import compare_figures_too  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -119,6 +120,7 @@ def pytest_collection_modifyitems(config, items):
         return 2 if scope is None else 1 if scope.endswith(".ipynb") else 0
 
     items.sort(key=rank)
+    compare_figures_too(items)
 
 
 @pytest.fixture(scope="session")

@@ -289,7 +289,7 @@ def test_fresh_run_with_a_tiny_budget_executes(path, tmp_path, fresh_runs):
 COMMITTED = [p for p in SOURCES if (ARTIFACTS_DIR / f"{p.stem}.ipynb").exists()]
 # Re-executing a committed chapter must leave `git status` clean. For every chapter that
 # follows from three checks, none of which executes it twice: nbval re-executes the
-# committed notebook and compares every output, figures byte for byte (tests/conftest.py);
+# committed notebook and compares every output, figures byte for byte (nbval_figures.py);
 # test_committed_artifact_has_the_source_cells says the notebook's code is the source's;
 # test_committed_outputs_need_no_sanitizing says nbval's sanitizing patterns changed
 # nothing it compared. What is left is the pipeline (papermill, then `chapters.sanitize`
@@ -561,7 +561,7 @@ def test_notebooks_and_the_ray_file_are_each_one_unit_of_work():
 @pytest.mark.notebook
 @pytest.mark.parametrize("altered", [False, True])
 def test_nbval_compares_figures_byte_for_byte(tmp_path, altered):
-    """The root conftest.py makes nbval compare PNG outputs (as digests): a notebook whose
+    """tests/nbval_figures.py makes nbval compare PNG outputs (as digests): a notebook whose
     stored figure differs by one byte from what its cell draws fails; the same notebook
     with the true figure passes."""
     import os
@@ -583,8 +583,8 @@ def test_nbval_compares_figures_byte_for_byte(tmp_path, altered):
         out["data"]["image/png"] = png[:100] + ("A" if png[100] != "A" else "B") + png[101:]
     path = tmp_path / "figure.ipynb"
     nbformat.write(nb, str(path))
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    command = [sys.executable, "-m", "pytest", "-p", "conftest", "--nbval", "--nbval-current-env",
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "tests"))
+    command = [sys.executable, "-m", "pytest", "-p", "nbval_figures", "--nbval", "--nbval-current-env",
                "-q", "-p", "no:cacheprovider", str(path)]
     result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     if altered:

@@ -1,6 +1,8 @@
-"""nbval on the chapters (`pytest --nbval artifacts/*.ipynb`, as `make test` runs it) compares
-their figures too. Here, at the root, so that it holds for any selection of notebooks; the
-tests' own set-up is in tests/conftest.py."""
+"""nbval compares the chapters' figures too: a pytest plugin. tests/conftest.py applies it
+whenever tests/ is part of the session (as in `make test`); on its own, for one chapter:
+
+    PYTHONPATH=tests pytest -p nbval_figures --nbval --nbval-current-env artifacts/NAME.ipynb
+"""
 import hashlib
 
 PNG = "image/png"
@@ -29,5 +31,5 @@ def compare_figures_too(items) -> None:
                 cell._figures_as_digests = True
 
 
-def pytest_collection_modifyitems(config, items):
+def pytest_collection_modifyitems(config, items):  # the hook when loaded with -p
     compare_figures_too(items)
