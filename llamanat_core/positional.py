@@ -11,9 +11,9 @@ import torch
 from torch import nn
 
 
-def inverse_frequencies(head_dim: int, theta: float) -> torch.Tensor:
+def inverse_frequencies(head_dim: int, theta: float, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """theta^(-2i/d) for i in 0..d/2-1: pair i turns by this many radians per position."""
-    return 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+    return 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=dtype) / head_dim))
 
 
 def slowest_period(head_dim: int, theta: float) -> float:
@@ -43,12 +43,23 @@ class RotaryEmbedding(nn.Module):
 
     def __init__(self, head_dim: int, theta: float, pairing: str, max_positions: int):
         super().__init__()
-        self.pairing = pairing
+        self.head_dim, self.theta, self.pairing = head_dim, theta, pairing
         self.register_buffer("inv_freq", inverse_frequencies(head_dim, theta), persistent=False)
         self._build(max_positions)
 
+    def _apply(self, fn, recurse=True):
+        """A float64 copy (`model.double()`, for illustrations that must not depend on the
+        CPU) recomputes its tables in float64: converted float32 tables would carry this
+        CPU's float32 cos and sin rounding. Every other conversion just converts."""
+        super()._apply(fn, recurse)
+        if self.inv_freq.dtype == torch.float64:
+            self.register_buffer("inv_freq", inverse_frequencies(self.head_dim, self.theta, torch.float64),
+                                 persistent=False)
+            self._build(self.cos.shape[0])
+        return self
+
     def _build(self, n: int) -> None:
-        angles = torch.outer(torch.arange(n, dtype=torch.float32), self.inv_freq)  # (T, D/2)
+        angles = torch.outer(torch.arange(n, dtype=self.inv_freq.dtype), self.inv_freq)  # (T, D/2)
         if self.pairing == "half":
             angles = torch.cat((angles, angles), dim=-1)  # (T, D): i and i + D/2 share an angle
         else:

@@ -6,6 +6,7 @@ import torch
 from llamanat_core import TinyLlama, variant_config
 from llamanat_core.blocks import causal_mask, repeat_kv
 from llamanat_core.kv import KVCache
+from llamanat_core.positional import inverse_frequencies
 
 KINDS = {"mha": 4, "llama": 2, "mqa": 1}  # variant -> KV heads (MHA, GQA, MQA)
 
@@ -126,3 +127,9 @@ def test_a_float64_model_computes_in_float64(attention, ids):
         assert ref.dtype == out.dtype == torch.float64
         assert (out - ref).abs().max() <= 1e-12
         assert (model32(ids).double() - ref).abs().max() <= 1e-5  # float32: to its own rounding
+    # the position tables too are float64 values, not converted float32 ones
+    angles = torch.outer(torch.arange(model64.rotary.cos.shape[0], dtype=torch.float64),
+                         inverse_frequencies(model64.cfg.head_dim, model64.cfg.rope_theta, torch.float64))
+    assert torch.equal(model64.rotary.cos, torch.cat((angles, angles), dim=-1).cos())
+    assert torch.equal(model32.rotary.cos, TinyLlama(cfg, seed=None).rotary.cos)  # float32 untouched
+    assert model32.rotary.cos.dtype == torch.float32
