@@ -119,8 +119,8 @@ def depth_profile(norm_position: str, seed: int, init_std: float = 0.02, n_layer
     from the first depth at which either float32 pass is no longer finite, both columns
     are NaN. The values themselves come from the same weights in float64. A stack that
     amplifies small changes amplifies float32's rounding (about 1e-7, and different from
-    one CPU's kernels to another's) into the third digit of the sensitivity; float64's
-    rounding stays far below the digits shown, on any CPU.
+    one CPU's kernels to another's) into the digits the chapter shows; float64's rounding
+    stays far below them, on any CPU.
     """
     cfg = Config(n_layers=n_layers, norm_position=norm_position, init_std=init_std)
     model = TinyLlama(cfg, seed=seed).eval()
@@ -139,9 +139,11 @@ def depth_profile(norm_position: str, seed: int, init_std: float = 0.02, n_layer
         return ((b - a).norm() / a.norm()).item() / rel
 
     nan = float("nan")
-    rows = [{"layer": depth, "rms": a.pow(2).mean().sqrt().item(), "sensitivity": relchange(a, b)}
-            if overflow is None or depth < overflow else {"layer": depth, "rms": nan, "sensitivity": nan}
-            for depth, (a, b) in enumerate(zip(clean, noisy))]
+    rows = []
+    for depth, (a, b) in enumerate(zip(clean, noisy)):
+        finite = overflow is None or depth < overflow
+        rows.append({"layer": depth, "rms": a.pow(2).mean().sqrt().item() if finite else nan,
+                     "sensitivity": relchange(a, b) if finite else nan})
     return pd.DataFrame(rows), relchange(clean_logits, noisy_logits) if overflow is None else nan
 
 

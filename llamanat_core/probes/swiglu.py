@@ -11,6 +11,8 @@ differ only in the function applied to identical pre-activations.
 """
 from __future__ import annotations
 
+import copy
+
 import pandas as pd
 import torch
 import torch.nn.functional as F
@@ -138,8 +140,6 @@ def trained_hidden(model: TinyLlama, ids: torch.Tensor) -> dict[str, torch.Tenso
     it is): what float32 would compute, without float32's rounding, which differs from
     one CPU's kernels to another's and would move the chapter's figures by a pixel.
     """
-    import copy
-
     from ..mechanism import call_arguments
 
     model = copy.deepcopy(model).double()
