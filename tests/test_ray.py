@@ -2,8 +2,8 @@
 and written once, a killed driver resumed to the same files, and bad input refused in one
 line with exit code 2.
 
-One local Ray instance (2 CPUs, ~2 s to start on a quiet machine) serves the module, and
-the killed driver joins it as a cluster. It runs with its own token (RAY_AUTH_TOKEN, so
+One local Ray instance (2 CPUs, ~2 s to start on a quiet machine) serves the module; the
+killed driver starts its own beside it. Each runs with its own token (RAY_AUTH_TOKEN, so
 nothing is written to ~/.ray) and a short temporary folder (Ray's Unix socket paths are
 limited to about 107 characters).
 """
@@ -239,3 +239,51 @@ def test_bad_executor_input(tmp_path, capsys, monkeypatch):
     assert main(["study", *TINY, "--cache-dir", str(tmp_path), "--list"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 4
 
+
+
+def test_a_local_start_that_times_out_is_stopped_and_tried_again(monkeypatch, capsys):
+    """Ray gives a new node 30 s to register; on a busy machine the start is tried again,
+    the half-started servers stopped first, and after the last attempt the error says so."""
+    import ray
+    from ray._private.node import Node
+
+    from llamanat_core.study import executors
+
+    stopped, attempts = [], []
+
+    class SlowNode(Node):  # what ray.init builds, failing as Ray's does on a busy machine
+        def __init__(self):
+            raise Exception("The current node timed out during startup. This could happen "
+                            "because some of the raylet failed to startup or the GCS has "
+                            "become overloaded.")
+
+        def kill_all_processes(self, **options):
+            stopped.append(options)
+
+    def init(fails: int):
+        def fake(**options):
+            attempts.append(options["num_cpus"])
+            if len(attempts) <= fails:
+                SlowNode()
+        return fake
+
+    monkeypatch.setattr(ray, "init", init(fails=1))
+    start_local(2)
+    assert attempts == [2, 2] and len(stopped) == 1
+    assert "trying again (2 of 3)" in capsys.readouterr().err
+
+    attempts.clear(), stopped.clear()
+    monkeypatch.setattr(ray, "init", init(fails=executors.START_ATTEMPTS))
+    with pytest.raises(ExecutorError, match="did not start.*3 times.*--executor local"):
+        start_local(1)
+    assert len(attempts) == len(stopped) == executors.START_ATTEMPTS
+
+    def other_error(**options):  # anything else is not retried
+        attempts.append(options)
+        raise ValueError("object_store_memory too small")
+
+    attempts.clear()
+    monkeypatch.setattr(ray, "init", other_error)
+    with pytest.raises(ValueError, match="object_store_memory"):
+        start_local(1)
+    assert len(attempts) == 1

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
@@ -58,6 +59,10 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]  # llamanat_core, shipped to a
 # Ray 2.60 advertises and binds a new node on the machine's network address; with its
 # single-machine mode (the default on macOS and Windows) every server binds 127.0.0.1.
 _SINGLE_MACHINE = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+# Ray gives a new node a fixed 30 s to register; on a loaded machine (a 2-core CI runner
+# training on its other core) that can pass, so a local start is tried again.
+_STARTUP_TIMEOUT = "timed out during startup"
+START_ATTEMPTS = 3
 
 
 def import_ray():
@@ -95,12 +100,27 @@ def check_ray(address: str | None = None, timeout: float = CONNECT_TIMEOUT):
     return ray
 
 
+def _stop_half_started(error: BaseException) -> None:
+    """Stop the servers of a node whose start timed out. ray.init drops the node object on
+    the error, so it is found in the traceback (the frame of its constructor)."""
+    from ray._private.node import Node
+
+    tb = error.__traceback__
+    while tb is not None:
+        node = tb.tb_frame.f_locals.get("self")
+        if isinstance(node, Node):
+            node.kill_all_processes(check_alive=False, allow_graceful=False, wait=True)
+            return
+        tb = tb.tb_next
+
+
 def start_local(cpus: int, temp_dir: str | Path | None = None) -> None:
     """A new Ray instance on this machine: `cpus` CPUs, servers on 127.0.0.1 only, no
     dashboard, token authentication on (Ray 2.60's default for a new local instance; the
     token is read from, or generated into, ~/.ray/auth_token unless RAY_AUTH_TOKEN is set).
     `temp_dir` holds its sockets and logs (keep it short: Unix socket paths are limited to
-    about 107 characters)."""
+    about 107 characters). A start that times out (`_STARTUP_TIMEOUT`) has its servers
+    stopped and is tried again, `START_ATTEMPTS` times in all."""
     ray = import_ray()
     from ray._private import ray_constants
 
@@ -108,8 +128,22 @@ def start_local(cpus: int, temp_dir: str | Path | None = None) -> None:
     ray_constants.ENABLE_RAY_CLUSTER = False  # this process
     os.environ[_SINGLE_MACHINE] = "0"  # the servers it starts
     try:
-        ray.init(num_cpus=cpus, include_dashboard=False, logging_level="warning",
-                 _temp_dir=None if temp_dir is None else str(temp_dir))
+        for attempt in range(1, START_ATTEMPTS + 1):
+            try:
+                ray.init(num_cpus=cpus, include_dashboard=False, logging_level="warning",
+                         _temp_dir=None if temp_dir is None else str(temp_dir))
+                return
+            except Exception as e:
+                if _STARTUP_TIMEOUT not in str(e):
+                    raise
+                _stop_half_started(e)
+                if attempt == START_ATTEMPTS:
+                    raise ExecutorError(
+                        f"Ray's local instance did not start: its node failed to register "
+                        f"within Ray's 30 s, {START_ATTEMPTS} times (is the machine "
+                        f"overloaded?); try again, or use --executor local") from None
+                print(f"Ray's local instance did not start within 30 s (busy machine?); "
+                      f"trying again ({attempt + 1} of {START_ATTEMPTS})", file=sys.stderr)
     finally:
         ray_constants.ENABLE_RAY_CLUSTER = saved[0]
         if saved[1] is None:
