@@ -10,9 +10,13 @@ export PYTHONHASHSEED := 0
 
 .PHONY: venv study chapters book test test-fast lint bench clean lab
 
+# pip byte-compiles what it installs on one core (a minute of the install); compileall
+# does the same on every core. Like pip it skips the files that do not compile for this
+# Python (torch ships some in 3.12 syntax), hence -qq and `|| true`.
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q -r requirements.txt
+	$(BIN)/python -m pip install -q --no-compile -r requirements.txt
+	$(BIN)/python -m compileall -qq -j 0 $(VENV)/lib || true
 	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
@@ -40,24 +44,23 @@ NBVAL = --nbval --nbval-sanitize-with nbval_sanitize.cfg --nbval-current-env \
 	--nbval-cell-timeout 1800
 
 # The tests and nbval's notebooks run in one session on $(WORKERS) processes (pytest-xdist),
-# one torch thread each. Each notebook's cells stay together on one worker, and the Ray
-# tests share one, so two local Ray instances never start at once (the scheduler is in
-# tests/conftest.py).
+# one torch thread each. Each notebook's cells stay together on one worker, the Ray tests
+# share one, so two local Ray instances never start at once, and the browser tests share
+# one browser (the scheduler is in tests/conftest.py).
 PARALLEL = -n $(WORKERS)
 
 lint: venv
 	$(BIN)/ruff check llamanat_core tests benchmarks
 
 # Every check, in order: lint; the committed runs re-fitted for their first steps on this
-# CPU (`llamanat verify`); unit and pipeline tests with nbval on the committed chapters;
-# the book build with warnings as errors; the browser test on the pages just built.
+# CPU (`llamanat verify`); the book build from the committed chapters, with warnings as
+# errors; then one session of the unit and pipeline tests, nbval on the committed chapters
+# and the browser test on the pages just built (its waits for pages overlap other tests).
 test: venv
 	$(BIN)/ruff check llamanat_core tests benchmarks
 	$(BIN)/llamanat verify
-	$(BIN)/python -m pytest tests artifacts/*.ipynb --ignore=tests/test_browser.py $(NBVAL) \
-		$(PARALLEL)
 	$(BOOK_BUILD)
-	LLAMANAT_REQUIRE_BOOK=1 $(BIN)/python -m pytest tests/test_browser.py
+	LLAMANAT_REQUIRE_BOOK=1 $(BIN)/python -m pytest tests artifacts/*.ipynb $(NBVAL) $(PARALLEL)
 
 # The inner loop (under 2 minutes): lint and the unit tests, eager, without the tiers
 # marked in pyproject.toml (compile, notebook, browser, pool, slow). Not a substitute for

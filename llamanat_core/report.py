@@ -13,6 +13,7 @@ has learnt the answer's format but not the task.
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 import pandas as pd
@@ -148,9 +149,26 @@ def pct(x: float, digits: int = 1) -> str:
     return f"{100 * float(x):.{digits}f}%"
 
 
+def _myst_glue():
+    """myst_nb's `glue`. Importing it imports nbformat and so jsonschema, which imports
+    rfc3987_syntax when that is installed (JupyterLab's dependencies install it); that
+    compiles 38 grammars, 1.3 s of every chapter's kernel, for a check of IRI formats
+    that no chapter runs. It is hidden for that one import, so jsonschema leaves the
+    check out."""
+    if "jsonschema" in sys.modules or "rfc3987_syntax" in sys.modules:
+        from myst_nb.ext.glue import glue  # what myst_nb.glue imports when first called
+        return glue
+    sys.modules["rfc3987_syntax"] = None  # `import rfc3987_syntax` raises ImportError
+    try:
+        from myst_nb.ext.glue import glue
+    finally:
+        del sys.modules["rfc3987_syntax"]
+    return glue
+
+
 def glue_all(values: dict) -> None:
     """Glue each value for `{glue:text}` in Markdown, as a plain Python str/int/float."""
-    from myst_nb import glue
+    glue = _myst_glue()
 
     for name, value in values.items():
         if isinstance(value, np.generic):

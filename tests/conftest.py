@@ -82,8 +82,9 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 # Files whose tests run in order on one pytest-xdist worker: a notebook's cells share one
-# kernel (nbval), and the Ray tests must never start two local Ray instances at once.
-ONE_WORKER = ("tests/test_ray.py",)
+# kernel (nbval), the Ray tests must never start two local Ray instances at once, and the
+# browser tests share one headless browser and one server.
+ONE_WORKER = ("tests/test_ray.py", "tests/test_browser.py")
 
 
 def _one_worker_scope(nodeid: str) -> str | None:

@@ -3,6 +3,8 @@ sentences, chance floors and the strings `display_table` puts on the page."""
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
@@ -137,13 +139,36 @@ def test_sci_for_prose():
 
 def test_glue_all_accepts_plain_values_only(monkeypatch):
     seen = {}
-    import myst_nb
-
-    monkeypatch.setattr(myst_nb, "glue", lambda name, value, display=True: seen.update({name: value}))
+    monkeypatch.setattr(report, "_myst_glue",
+                        lambda: lambda name, value, display=True: seen.update({name: value}))
     report.glue_all({"n": np.int64(5), "s": "text", "f": 0.5})
     assert seen == {"n": 5, "s": "text", "f": 0.5} and type(seen["n"]) is int
     with pytest.raises(TypeError, match="expected str/int/float"):
         report.glue_all({"bad": [1, 2]})
+
+
+def test_glue_is_myst_nbs_without_the_iri_grammars():
+    """In a new process (a chapter's kernel), gluing imports myst_nb's glue but not
+    rfc3987_syntax (1.3 s of grammar compiling); nbformat still validates notebooks."""
+    code = """
+import sys
+from llamanat_core import report
+glue = report._myst_glue()
+import myst_nb.ext.glue
+assert glue is myst_nb.ext.glue.glue
+assert "jsonschema" in sys.modules and "rfc3987_syntax" not in sys.modules
+import nbformat
+nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")])
+nbformat.validate(nb)
+nb.cells[0]["outputs"] = "not a list"
+try:
+    nbformat.validate(nb)
+except nbformat.ValidationError:
+    print("validates")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "validates"
 
 
 # ------------------------------------------------------------------ figures (llamanat_core.plotting)
