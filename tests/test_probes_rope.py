@@ -56,7 +56,7 @@ def test_rows_past_the_trained_length_get_no_gradient_and_only_decay():
 def test_trained_table_rows_past_the_trained_length_only_decay(tmp_path):
     """A short abs_pos fit saved as the study saves it (the stop step in the metadata):
     rows the model never reads are init × (1 − lr·wd)^steps exactly; the rows it reads
-    move. (And the check can fail: an unrelated table is far off.)"""
+    move. (And the check can fail: an unrelated table is far off, an updated row too.)"""
     import json
 
     from safetensors.torch import save_file
@@ -76,6 +76,22 @@ def test_trained_table_rows_past_the_trained_length_only_decay(tmp_path):
     other = TinyLlama(variant_config("abs_pos"), seed=1).embed_positions.weight.detach().clone()
     save_file({"embed_positions.weight": other}, str(path), metadata={"run": json.dumps({"step": 15})})
     assert probe.trained_table(path, seen=13, seed=0)["unseen_max_rel_dev"] > 0.5
+
+    # Another CPU's initial draw, off by one ulp in every entry of those rows, stays within
+    # INIT_LAST_BITS; one AdamW-sized update (lr) of one entry is far outside it.
+    from safetensors.torch import load_file
+
+    path.write_bytes(weights)
+    table = load_file(str(path))["embed_positions.weight"]
+    save = lambda t: save_file({"embed_positions.weight": t}, str(path),  # noqa: E731
+                               metadata={"run": json.dumps({"step": 15})})
+    table[13:] = torch.nextafter(table[13:], torch.tensor(float("inf")))
+    save(table)
+    off_by_an_ulp = probe.trained_table(path, seen=13, seed=0)["unseen_max_rel_dev"]
+    assert 0 < off_by_an_ulp <= probe.INIT_LAST_BITS
+    table[20, 0] += Budget().lr
+    save(table)
+    assert probe.trained_table(path, seen=13, seed=0)["unseen_max_rel_dev"] > 1000 * probe.INIT_LAST_BITS
 
 
 # ---------------------------------------------------------------- what the trained models read
