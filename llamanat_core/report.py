@@ -206,6 +206,12 @@ def within(x: float) -> str:
     return "10" + str(math.ceil(math.log10(x))).translate(_SUPERSCRIPT)
 
 
+def below(x: float, bound: float = 1e-6) -> str:
+    """A float-rounding difference for display: '< 10⁻⁶' when |x| is under `bound` (its
+    digits, even whether it is exactly 0, depend on the CPU's kernels), `sci(x)` if not."""
+    return f"< {within(bound)}" if abs(float(x)) < bound else sci(x)
+
+
 def and_list(words, empty: str = "–") -> str:
     """Words for prose: 'a', 'a and b', 'a, b and c'; `empty` when there are none."""
     words = [str(w) for w in words]

@@ -128,6 +128,13 @@ def test_within_is_the_power_of_ten_above_a_rounding_difference():
     assert report.within(0.0) == "0" and report.within(20.0) == "10²"
 
 
+def test_below_hides_the_digits_of_rounding_only():
+    """0 on one CPU, 7.45e-9 on another: both print as the bound; a real difference not."""
+    assert report.below(0.0) == report.below(7.45e-9) == report.below(-9.9e-7) == "< 10⁻⁶"
+    assert report.below(2.4e-6) == "2.4 × 10⁻⁶" and report.below(1.38) == "1.4"
+    assert report.below(3e-9, bound=1e-8) == "< 10⁻⁸"
+
+
 def test_sci_for_prose():
     assert report.sci(2.4e-7) == "2.4 × 10⁻⁷"
     assert report.sci(0) == "0"
