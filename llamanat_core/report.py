@@ -155,14 +155,14 @@ def _myst_glue():
     compiles 38 grammars, 1.3 s of every chapter's kernel, for a check of IRI formats
     that no chapter runs. It is hidden for that one import, so jsonschema leaves the
     check out."""
-    if "jsonschema" in sys.modules or "rfc3987_syntax" in sys.modules:
-        from myst_nb.ext.glue import glue  # what myst_nb.glue imports when first called
-        return glue
-    sys.modules["rfc3987_syntax"] = None  # `import rfc3987_syntax` raises ImportError
+    hide = "jsonschema" not in sys.modules and "rfc3987_syntax" not in sys.modules
+    if hide:
+        sys.modules["rfc3987_syntax"] = None  # `import rfc3987_syntax` raises ImportError
     try:
-        from myst_nb.ext.glue import glue
+        from myst_nb.ext.glue import glue  # what myst_nb.glue imports when first called
     finally:
-        del sys.modules["rfc3987_syntax"]
+        if hide:
+            del sys.modules["rfc3987_syntax"]
     return glue
 
 

@@ -272,7 +272,8 @@ def test_a_local_start_that_times_out_is_stopped_and_tried_again(monkeypatch, ca
     assert attempts == [2, 2] and len(stopped) == 1
     assert "trying again (2 of 3)" in capsys.readouterr().err
 
-    attempts.clear(), stopped.clear()
+    attempts.clear()
+    stopped.clear()
     monkeypatch.setattr(ray, "init", init(fails=executors.START_ATTEMPTS))
     with pytest.raises(ExecutorError, match="did not start.*3 times.*--executor local"):
         start_local(1)
