@@ -14,6 +14,10 @@ does); the ratios to the floor are the numbers to compare across machines.
                 parameters; forward, backward, clip and AdamW in one compiled graph unless
                 LLAMANAT_COMPILE=0)
 - ours, eager:  the same step with compilation off
+- full guards:  what our compiled step would cost more under dynamo's default guards
+                (~700 checks of the template, the parameter names, lr and clip before
+                every call) than under only its tensors' (`fast.tensor_guards_only`): the
+                same graph and numbers, timed against ours in paired repeats
 - transformers: `LlamaForCausalLM` on the same config and weights (eager attention),
                 loss on the same positions, clip_grad_norm_ + AdamW(foreach)
 - FLOP floor:   the step's matmul FLOPs / the GFLOP/s of one large fp32 matmul,
@@ -31,6 +35,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
+import types
 from collections import Counter
 from contextlib import contextmanager
 
@@ -87,6 +92,25 @@ def side_by_side(candidates: dict, batches) -> dict:
                 fn(batches[(r * STEPS_PER_REPEAT + i) % len(batches)])
             times[k].append((time.thread_time() - t) / STEPS_PER_REPEAT * 1e3)
     return {k: statistics.median(v) for k, v in times.items()}
+
+
+PAIRED_REPEATS = 40
+
+
+def paired_difference(a, b, batches) -> float:
+    """Median over repeats of (ms per call of a) - (ms per call of b), the two timed
+    back to back in alternating order: a difference of a few per cent of a step, which
+    the spread of separate medians hides."""
+    diffs = []
+    for r in range(PAIRED_REPEATS):
+        ms = {}
+        for fn in ((a, b) if r % 2 else (b, a)):
+            t = time.thread_time()
+            for i in range(STEPS_PER_REPEAT):
+                fn(batches[(r * STEPS_PER_REPEAT + i) % len(batches)])
+            ms[fn] = (time.thread_time() - t) / STEPS_PER_REPEAT * 1e3
+        diffs.append(ms[a] - ms[b])
+    return statistics.median(diffs)
 
 
 MATMUL_N = 1024
@@ -199,6 +223,16 @@ def profiled_graph(model: TinyLlama, answer_len: int) -> FastStep:
     return step
 
 
+def fully_guarded(model: TinyLlama, answer_len: int) -> FastStep:
+    """Our compiled step under dynamo's default guards: the same graph (inductor's cache
+    hands the same kernels back), checked the way a plain `torch.compile` checks it."""
+    step = FastStep(model, answer_len, 1e-3, 1.0, compile=False)
+    code = train_step.__code__.replace()  # its own graph cache, as `fast` does per graph
+    step.step_fn = torch.compile(types.FunctionType(code, train_step.__globals__),
+                                 dynamic=False, options={"cpp_wrapper": True})
+    return step
+
+
 def print_parts(profiles: dict[str, Counter]) -> None:
     """Where the profiled compiled step's CPU time goes, per task: ms and share."""
     tasks = list(profiles)
@@ -212,9 +246,9 @@ def print_parts(profiles: dict[str, Counter]) -> None:
             ms = total if part == "total" else profiles[t][part]
             cells.append(f"{ms:8.2f} {100 * ms / total:5.1f} %")
         print(f"{part:24s}" + "".join(f"{c:>16s}" for c in cells))
-    print(f"  '{OVERHEAD}': dynamo's guard check on the arguments, the wrapper's Python"
-          "\n  and the runtime around the graph; the C++ wrapper that `fast` builds drops"
-          "\n  most of the wrapper's share, not the guards.\n")
+    print(f"  '{OVERHEAD}': dynamo's guard check on the arguments (all of them in this"
+          "\n  build), the wrapper's Python and the runtime around the graph; `fast` builds"
+          "\n  the C++ wrapper and checks only the tensors' guards, which drops most of it.\n")
 
 
 def main() -> None:
@@ -232,9 +266,11 @@ def main() -> None:
         ours(batches[0])
         compile_s = time.perf_counter() - t0
         eager = FastStep(TinyLlama(cfg, 0).train(), alen, 1e-3, 1.0, compile=False)
+        guarded = fully_guarded(TinyLlama(cfg, 0).train(), alen)
         hf = hf_step(hf_model(TinyLlama(cfg, 0)), alen)
         ms = side_by_side({"ours": ours, "eager": eager, "hf": hf, "matmul": large_matmul()},
                           batches)
+        ms["guards"] = paired_difference(guarded, ours, batches)
         gflops = 2 * MATMUL_N ** 3 / ms["matmul"] / 1e6
         full, trunc = step_flops(cfg, t, alen), step_flops(cfg, t, alen, truncated=True)
         in_gemms, shapes, parts = gemm_profile(profiled_graph(TinyLlama(cfg, 0).train(), alen),
@@ -256,6 +292,11 @@ def main() -> None:
           "\n  ms of our step inside its matrix multiplies (profiled) and the rate they reach"
           "\n  at these shapes; '1st step s' = first compiled step incl. compilation (cheap"
           "\n  once the on-disk inductor cache holds the graph).\n")
+    for task, _t, _alen, ms, *_ in rows:
+        print(f"{task}: dynamo's full guards cost {ms['guards']:+.2f} ms a step "
+              f"({ms['guards'] / ms['ours']:+.1%} of ours, which checks only its tensors)")
+    print(f"  median of {PAIRED_REPEATS} paired repeats of {STEPS_PER_REPEAT} steps, in "
+          "alternating order: a difference this small needs more repeats than the table\n")
     print_parts(profiles)
 
     # scoring 200 addition items

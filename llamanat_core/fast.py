@@ -31,6 +31,7 @@ the two settings round differently, so their numbers differ in the last bits and
 from __future__ import annotations
 
 import os
+import types
 
 import torch
 from torch import nn
@@ -116,7 +117,7 @@ def train_step(template: nn.Module, names: tuple, sizes: tuple, shapes: tuple,
 
 
 _TEMPLATES: dict[Config, TinyLlama] = {}
-_COMPILED = None
+_GRAPHS: dict[tuple, object] = {}  # graph key -> its own compiled copy of train_step
 
 
 def _template(cfg: Config) -> TinyLlama:
@@ -133,19 +134,33 @@ def _template(cfg: Config) -> TinyLlama:
     return _TEMPLATES[key]
 
 
-def _compiled_step():
-    global _COMPILED
-    if _COMPILED is None:
-        import torch._dynamo
-        cfg = torch._dynamo.config
-        # one cache entry per (architecture, answer length): ~20 in the whole study
-        for name in ("cache_size_limit", "recompile_limit", "accumulated_cache_size_limit",
-                     "accumulated_recompile_limit"):
-            if hasattr(cfg, name):
-                setattr(cfg, name, max(getattr(cfg, name), 512))
+def tensor_guards_only(entries) -> list[bool]:
+    """Keep the guards on the step's input tensors (dtype, shape, strides) and on the
+    global state (grad mode and the like); drop the rest."""
+    return [e.guard_type in ("TENSOR_MATCH", "GLOBAL_STATE") and not isinstance(e.value, nn.Parameter)
+            for e in entries]
+
+
+def _compiled_step(key: tuple):
+    """The compiled step of one graph key: (template, answer length, lr, clip).
+
+    Before every call of a compiled function dynamo checks the guards that pick its graph:
+    here ~700 of them (the template's modules, the parameter names and sizes, lr, clip),
+    about 0.2 ms of a 6-8 ms step. All but the tensor guards are fixed by the key, so each
+    key compiles its own copy of `train_step` (dynamo keeps a function's graphs on its
+    code object) that checks only its tensors and the global state. A shared code object
+    under those guards would hand one architecture's graph to another with the same
+    parameter shapes (llama and postnorm); a test shows that, and that the copies do not.
+    The copies trace the same code to the same graph: the kernels, and so every number,
+    are those of one shared compiled function.
+    """
+    if key not in _GRAPHS:
+        code = train_step.__code__.replace()  # a new code object: a graph cache of its own
+        step = types.FunctionType(code, train_step.__globals__, train_step.__name__)
         # the C++ wrapper calls the graph's kernels without a Python frame per kernel
-        _COMPILED = torch.compile(train_step, dynamic=False, options={"cpp_wrapper": True})
-    return _COMPILED
+        _GRAPHS[key] = torch.compile(step, dynamic=False, options={
+            "cpp_wrapper": True, "guard_filter_fn": tensor_guards_only})
+    return _GRAPHS[key]
 
 
 class FastStep:
@@ -157,7 +172,8 @@ class FastStep:
         self.buffers = dict(model.named_buffers())
         self.template = _template(model.cfg)
         self.answer_len, self.lr, self.clip = answer_len, lr, clip
-        self.step_fn = _compiled_step() if (compile_default() if compile is None else compile) \
+        compiled = compile_default() if compile is None else compile
+        self.step_fn = _compiled_step((self.template, answer_len, lr, clip)) if compiled \
             else train_step
         flat = self.params.flat
         self.exp_avg, self.exp_avg_sq = torch.zeros_like(flat), torch.zeros_like(flat)

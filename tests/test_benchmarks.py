@@ -60,6 +60,39 @@ def test_gemm_profile_counts_per_step_and_times_something():
     assert len(calls) == bench.WARMUP + 6
 
 
+def test_paired_difference_pairs_each_repeat_in_alternating_order(monkeypatch):
+    """On a clock that each call of `a` moves by 3 ms and each of `b` by 1 ms, a is 2 ms
+    slower a call in every repeat, whichever runs first (and each repeat runs both)."""
+    clock, order = [0.0], []
+
+    def timed(name, ms):
+        def fn(_batch):
+            order.append(name)
+            clock[0] += ms / 1e3
+        return fn
+
+    monkeypatch.setattr(bench.time, "thread_time", lambda: clock[0])
+    a, b = timed("a", 3.0), timed("b", 1.0)
+    assert bench.paired_difference(a, b, [None]) == pytest.approx(2.0)
+    assert bench.paired_difference(b, a, [None]) == pytest.approx(-2.0)
+    n = bench.STEPS_PER_REPEAT
+    firsts = order[:2 * n * bench.PAIRED_REPEATS:2 * n]  # who started each repeat of a - b
+    assert firsts[:4] == ["b", "a", "b", "a"] and order.count("a") == order.count("b")
+
+
+@pytest.mark.compile
+def test_the_fully_guarded_step_computes_ours():
+    """The benchmark's full-guards step is the same graph as fast's, checked otherwise:
+    the same losses and weights bit for bit, so the time between them is the guards'."""
+    cfg = variant_config("llama")
+    data, batches = bench.task_batches("recall", steps=5)
+    with bench.torch_threads(1):
+        ours = FastStep(TinyLlama(cfg, 0).train(), data.answer_len, 1e-3, 1.0, compile=True)
+        guarded = bench.fully_guarded(TinyLlama(cfg, 0).train(), data.answer_len)
+        assert [ours(b).item() for b in batches] == [guarded(b).item() for b in batches]
+    assert torch.equal(ours.params.flat, guarded.params.flat)
+
+
 @pytest.mark.parametrize("name, part", [
     ("aten::mm", "matrix multiplies"), ("aten::addmm", "matrix multiplies"),
     ("graph_0_cpp_fused__log_softmax__log_softmax_backward_data_arange_clone_eq_exp_9",

@@ -9,6 +9,7 @@ from llamanat_core import MATRIX_VARIANTS, VARIANTS, TinyLlama, variant_config
 from llamanat_core import train as train_module
 from llamanat_core.tasks import FreshStream, make_task
 from llamanat_core.train import Budget, TaskSpec, batch_order, fit, training_losses
+from llamanat_core.util import torch_threads
 
 SMALL = Budget(steps=20, min_steps=20, eval_every=5, n_train=256, n_val=32, n_test=32,
                checkpoints=(10, 20))
@@ -248,6 +249,51 @@ def test_loss_and_score_is_eval_loss_and_score(task, answer):
     if task == "recall":  # a model that answers better scores higher
         sharp = TinyLlama(variant_config("llama", init_std=0.3), seed=1)
         assert loss_and_score(sharp, t, data) != (loss, acc)
+
+
+def test_every_graph_key_compiles_its_own_copy_of_the_step(monkeypatch):
+    """The compiled step checks only its tensors' guards (`fast.tensor_guards_only`),
+    which cannot tell llama from postnorm: the same parameters, the norm in another
+    place. So each (template, answer length, lr, clip) compiles its own copy of the step.
+    Traced by dynamo with the eager backend (the choice of graph without inductor's 30 s
+    compile), each architecture and each lr trains as it does uncompiled; one code object
+    shared under the same guards hands postnorm llama's graph."""
+    import types
+
+    from llamanat_core import fast
+
+    real_compile = torch.compile
+
+    def eager_compile(fn, dynamic, options):
+        return real_compile(fn, backend="eager", dynamic=dynamic,
+                            options={"guard_filter_fn": options["guard_filter_fn"]})
+
+    monkeypatch.setattr(torch, "compile", eager_compile)
+    monkeypatch.setattr(fast, "_GRAPHS", {})
+    data = TaskSpec("recall").make(0).splits(64, 0, 0).train
+    batches = [data.ids[i * 16:(i + 1) * 16] for i in range(4)]
+
+    def losses(variant, lr=1e-3, compiled=True, step_fn=None):
+        step = fast.FastStep(TinyLlama(variant_config(variant), 0).train(), 1, lr, 1.0, compile=compiled)
+        if step_fn is not None:
+            step.step_fn = step_fn
+        with torch_threads(1):  # as fit trains: one thread, bit-identical
+            return [step(b).item() for b in batches]
+
+    close = lambda x: pytest.approx(x, rel=1e-5)  # the trace rounds like eager, to float32
+    plain = {v: losses(v, compiled=False) for v in ("llama", "postnorm")}
+    own = {v: losses(v) for v in plain}
+    assert own["llama"] == close(plain["llama"]) and own["postnorm"] == close(plain["postnorm"])
+    assert own["postnorm"] != close(own["llama"])  # same init, other architecture
+    faster = losses("llama", lr=3e-3)
+    assert faster == close(losses("llama", lr=3e-3, compiled=False)) and faster != close(own["llama"])
+    assert len(fast._GRAPHS) == 3
+    # and the check can fail: one code object under the same guards
+    code = fast.train_step.__code__.replace()
+    shared = eager_compile(types.FunctionType(code, fast.train_step.__globals__), False,
+                           {"guard_filter_fn": fast.tensor_guards_only})
+    assert losses("llama", step_fn=shared) == own["llama"]
+    assert losses("postnorm", step_fn=shared) == own["llama"]
 
 
 def test_flat_adamw_is_torch_adamw():
