@@ -16,8 +16,9 @@ does); the ratios to the floor are the numbers to compare across machines.
 - ours, eager:  the same step with compilation off
 - full guards:  what our compiled step would cost more under dynamo's default guards
                 (~700 checks of the template, the parameter names, lr and clip before
-                every call) than under only its tensors' (`fast.tensor_guards_only`): the
-                same graph and numbers, timed against ours in paired repeats
+                every call) than under those on its tensors and the process's state
+                (`fast.tensor_guards_only`): the same graph and numbers, timed against
+                ours in paired repeats
 - transformers: `LlamaForCausalLM` on the same config and weights (eager attention),
                 loss on the same positions, clip_grad_norm_ + AdamW(foreach)
 - FLOP floor:   the step's matmul FLOPs / the GFLOP/s of one large fp32 matmul,
@@ -248,7 +249,8 @@ def print_parts(profiles: dict[str, Counter]) -> None:
         print(f"{part:24s}" + "".join(f"{c:>16s}" for c in cells))
     print(f"  '{OVERHEAD}': dynamo's guard check on the arguments (all of them in this"
           "\n  build), the wrapper's Python and the runtime around the graph; `fast` builds"
-          "\n  the C++ wrapper and checks only the tensors' guards, which drops most of it.\n")
+          "\n  the C++ wrapper and checks only the guards on the tensors and the state,"
+          "\n  which drops most of it.\n")
 
 
 def main() -> None:
@@ -294,7 +296,7 @@ def main() -> None:
           "\n  once the on-disk inductor cache holds the graph).\n")
     for task, _t, _alen, ms, *_ in rows:
         print(f"{task}: dynamo's full guards cost {ms['guards']:+.2f} ms a step "
-              f"({ms['guards'] / ms['ours']:+.1%} of ours, which checks only its tensors)")
+              f"({ms['guards'] / ms['ours']:+.1%} of ours, which checks only its tensors and the state)")
     print(f"  median of {PAIRED_REPEATS} paired repeats of {STEPS_PER_REPEAT} steps, in "
           "alternating order: a difference this small needs more repeats than the table\n")
     print_parts(profiles)

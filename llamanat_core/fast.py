@@ -134,10 +134,18 @@ def _template(cfg: Config) -> TinyLlama:
     return _TEMPLATES[key]
 
 
+# dynamo's guards on the process's state: grad mode, deterministic algorithms, the default
+# device, torch-function and functorch state, autograd hooks; one check each per call
+STATE_GUARDS = ("GLOBAL_STATE", "GRAD_MODE", "DETERMINISTIC_ALGORITHMS", "TORCH_FUNCTION_STATE",
+                "DEFAULT_DEVICE", "FUNCTORCH_STACK_MATCH", "AUTOGRAD_SAVED_TENSORS_HOOKS",
+                "SHAPE_ENV")
+
+
 def tensor_guards_only(entries) -> list[bool]:
-    """Keep the guards on the step's input tensors (dtype, shape, strides) and on the
-    global state (grad mode and the like); drop the rest."""
-    return [e.guard_type in ("TENSOR_MATCH", "GLOBAL_STATE") and not isinstance(e.value, nn.Parameter)
+    """Keep the guards on the step's input tensors (dtype, shape, strides; not the
+    template's weightless parameters) and on the process's state; drop the rest."""
+    return [e.guard_type in STATE_GUARDS
+            or (e.guard_type == "TENSOR_MATCH" and not isinstance(e.value, nn.Parameter))
             for e in entries]
 
 
@@ -148,7 +156,7 @@ def _compiled_step(key: tuple):
     here ~700 of them (the template's modules, the parameter names and sizes, lr, clip),
     about 0.2 ms of a 6-8 ms step. All but the tensor guards are fixed by the key, so each
     key compiles its own copy of `train_step` (dynamo keeps a function's graphs on its
-    code object) that checks only its tensors and the global state. A shared code object
+    code object) that checks only its tensors and the process's state. A shared code object
     under those guards would hand one architecture's graph to another with the same
     parameter shapes (llama and postnorm); a test shows that, and that the copies do not.
     The copies trace the same code to the same graph: the kernels, and so every number,

@@ -251,13 +251,31 @@ def test_loss_and_score_is_eval_loss_and_score(task, answer):
         assert loss_and_score(sharp, t, data) != (loss, acc)
 
 
+def test_the_step_keeps_the_guards_on_its_tensors_and_the_process_state():
+    """What `fast.tensor_guards_only` keeps: guards on input tensors and on the process's
+    state (grad mode and the like); not guards on the weightless template's parameters,
+    nor on constants, modules and names, which the graph key fixes."""
+    from collections import namedtuple
+
+    from llamanat_core.fast import STATE_GUARDS, tensor_guards_only
+    entry = namedtuple("entry", "guard_type value")
+    kept = tensor_guards_only([
+        entry("TENSOR_MATCH", torch.zeros(2)), entry("GRAD_MODE", None),
+        entry("GLOBAL_STATE", None), entry("DEFAULT_DEVICE", None),
+        entry("TENSOR_MATCH", torch.nn.Parameter(torch.zeros(2))),
+        entry("EQUALS_MATCH", 0.001), entry("ID_MATCH", None), entry("TYPE_MATCH", None)])
+    assert kept == [True, True, True, True, False, False, False, False]
+    assert "TENSOR_MATCH" not in STATE_GUARDS and "EQUALS_MATCH" not in STATE_GUARDS
+
+
 def test_every_graph_key_compiles_its_own_copy_of_the_step(monkeypatch):
-    """The compiled step checks only its tensors' guards (`fast.tensor_guards_only`),
-    which cannot tell llama from postnorm: the same parameters, the norm in another
-    place. So each (template, answer length, lr, clip) compiles its own copy of the step.
-    Traced by dynamo with the eager backend (the choice of graph without inductor's 30 s
-    compile), each architecture and each lr trains as it does uncompiled; one code object
-    shared under the same guards hands postnorm llama's graph."""
+    """The compiled step checks only the guards on its tensors and the process's state
+    (`fast.tensor_guards_only`), which cannot tell llama from postnorm: the same
+    parameters, the norm in another place. So each (template, answer length, lr, clip)
+    compiles its own copy of the step. Traced by dynamo with the eager backend (the
+    choice of graph without inductor's 30 s compile), each architecture and each lr
+    trains as it does uncompiled; one code object shared under the same guards hands
+    postnorm llama's graph."""
     import types
 
     from llamanat_core import fast
