@@ -17,7 +17,7 @@ does); the ratios to the floor are the numbers to compare across machines.
 - full guards:  what our compiled step would cost more under dynamo's default guards
                 (~700 checks of the template, the parameter names, lr and clip before
                 every call) than under those on its tensors and the process's state
-                (`fast.tensor_guards_only`): the same graph and numbers, timed against
+                (`fast.tensor_and_state_guards`): the same graph and numbers, timed against
                 ours in paired repeats
 - transformers: `LlamaForCausalLM` on the same config and weights (eager attention),
                 loss on the same positions, clip_grad_norm_ + AdamW(foreach)

@@ -141,7 +141,7 @@ STATE_GUARDS = ("GLOBAL_STATE", "GRAD_MODE", "DETERMINISTIC_ALGORITHMS", "TORCH_
                 "SHAPE_ENV")
 
 
-def tensor_guards_only(entries) -> list[bool]:
+def tensor_and_state_guards(entries) -> list[bool]:
     """Keep the guards on the step's input tensors (dtype, shape, strides; not the
     template's weightless parameters) and on the process's state; drop the rest."""
     return [e.guard_type in STATE_GUARDS
@@ -167,7 +167,7 @@ def _compiled_step(key: tuple):
         step = types.FunctionType(code, train_step.__globals__, train_step.__name__)
         # the C++ wrapper calls the graph's kernels without a Python frame per kernel
         _GRAPHS[key] = torch.compile(step, dynamic=False, options={
-            "cpp_wrapper": True, "guard_filter_fn": tensor_guards_only})
+            "cpp_wrapper": True, "guard_filter_fn": tensor_and_state_guards})
     return _GRAPHS[key]
 
 

@@ -252,14 +252,14 @@ def test_loss_and_score_is_eval_loss_and_score(task, answer):
 
 
 def test_the_step_keeps_the_guards_on_its_tensors_and_the_process_state():
-    """What `fast.tensor_guards_only` keeps: guards on input tensors and on the process's
+    """What `fast.tensor_and_state_guards` keeps: guards on input tensors and on the process's
     state (grad mode and the like); not guards on the weightless template's parameters,
     nor on constants, modules and names, which the graph key fixes."""
     from collections import namedtuple
 
-    from llamanat_core.fast import STATE_GUARDS, tensor_guards_only
+    from llamanat_core.fast import STATE_GUARDS, tensor_and_state_guards
     entry = namedtuple("entry", "guard_type value")
-    kept = tensor_guards_only([
+    kept = tensor_and_state_guards([
         entry("TENSOR_MATCH", torch.zeros(2)), entry("GRAD_MODE", None),
         entry("GLOBAL_STATE", None), entry("DEFAULT_DEVICE", None),
         entry("TENSOR_MATCH", torch.nn.Parameter(torch.zeros(2))),
@@ -270,7 +270,7 @@ def test_the_step_keeps_the_guards_on_its_tensors_and_the_process_state():
 
 def test_every_graph_key_compiles_its_own_copy_of_the_step(monkeypatch):
     """The compiled step checks only the guards on its tensors and the process's state
-    (`fast.tensor_guards_only`), which cannot tell llama from postnorm: the same
+    (`fast.tensor_and_state_guards`), which cannot tell llama from postnorm: the same
     parameters, the norm in another place. So each (template, answer length, lr, clip)
     compiles its own copy of the step. Traced by dynamo with the eager backend (the
     choice of graph without inductor's 30 s compile), each architecture and each lr
@@ -309,7 +309,7 @@ def test_every_graph_key_compiles_its_own_copy_of_the_step(monkeypatch):
     # and the check can fail: one code object under the same guards
     code = fast.train_step.__code__.replace()
     shared = eager_compile(types.FunctionType(code, fast.train_step.__globals__), False,
-                           {"guard_filter_fn": fast.tensor_guards_only})
+                           {"guard_filter_fn": fast.tensor_and_state_guards})
     assert losses("llama", step_fn=shared) == own["llama"]
     assert losses("postnorm", step_fn=shared) == own["llama"]
 
