@@ -36,7 +36,6 @@ from __future__ import annotations
 import os
 import statistics
 import time
-import types
 from collections import Counter
 from contextlib import contextmanager
 
@@ -44,7 +43,7 @@ import torch
 import torch.nn.functional as F
 
 from llamanat_core.config import variant_config
-from llamanat_core.fast import FastStep, compile_default, train_step
+from llamanat_core.fast import FastStep, compile_default, train_step, train_step_copy
 from llamanat_core.hf import to_transformers
 from llamanat_core.model import TinyLlama
 from llamanat_core.train import TaskSpec, batch_order, score
@@ -88,11 +87,16 @@ def side_by_side(candidates: dict, batches) -> dict:
     times = {k: [] for k in candidates}
     for r in range(REPEATS):
         for k, fn in candidates.items():
-            t = time.thread_time()
-            for i in range(STEPS_PER_REPEAT):
-                fn(batches[(r * STEPS_PER_REPEAT + i) % len(batches)])
-            times[k].append((time.thread_time() - t) / STEPS_PER_REPEAT * 1e3)
+            times[k].append(ms_per_call(fn, batches, r))
     return {k: statistics.median(v) for k, v in times.items()}
+
+
+def ms_per_call(fn, batches, repeat: int) -> float:
+    """CPU ms per call of `fn` over one repeat's STEPS_PER_REPEAT batches."""
+    t = time.thread_time()
+    for i in range(STEPS_PER_REPEAT):
+        fn(batches[(repeat * STEPS_PER_REPEAT + i) % len(batches)])
+    return (time.thread_time() - t) / STEPS_PER_REPEAT * 1e3
 
 
 PAIRED_REPEATS = 40
@@ -104,12 +108,7 @@ def paired_difference(a, b, batches) -> float:
     the spread of separate medians hides."""
     diffs = []
     for r in range(PAIRED_REPEATS):
-        ms = {}
-        for fn in ((a, b) if r % 2 else (b, a)):
-            t = time.thread_time()
-            for i in range(STEPS_PER_REPEAT):
-                fn(batches[(r * STEPS_PER_REPEAT + i) % len(batches)])
-            ms[fn] = (time.thread_time() - t) / STEPS_PER_REPEAT * 1e3
+        ms = {fn: ms_per_call(fn, batches, r) for fn in ((a, b) if r % 2 else (b, a))}
         diffs.append(ms[a] - ms[b])
     return statistics.median(diffs)
 
@@ -228,9 +227,7 @@ def fully_guarded(model: TinyLlama, answer_len: int) -> FastStep:
     """Our compiled step under dynamo's default guards: the same graph (inductor's cache
     hands the same kernels back), checked the way a plain `torch.compile` checks it."""
     step = FastStep(model, answer_len, 1e-3, 1.0, compile=False)
-    code = train_step.__code__.replace()  # its own graph cache, as `fast` does per graph
-    step.step_fn = torch.compile(types.FunctionType(code, train_step.__globals__),
-                                 dynamic=False, options={"cpp_wrapper": True})
+    step.step_fn = torch.compile(train_step_copy(), dynamic=False, options={"cpp_wrapper": True})
     return step
 
 

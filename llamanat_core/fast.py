@@ -149,6 +149,13 @@ def tensor_and_state_guards(entries) -> list[bool]:
             for e in entries]
 
 
+def train_step_copy():
+    """`train_step` on a new code object: the same function with a compiled-graph cache of
+    its own (dynamo keeps a function's graphs on its code object)."""
+    return types.FunctionType(train_step.__code__.replace(), train_step.__globals__,
+                              train_step.__name__)
+
+
 def _compiled_step(key: tuple):
     """The compiled step of one graph key: (template, answer length, lr, clip).
 
@@ -163,10 +170,8 @@ def _compiled_step(key: tuple):
     are those of one shared compiled function.
     """
     if key not in _GRAPHS:
-        code = train_step.__code__.replace()  # a new code object: a graph cache of its own
-        step = types.FunctionType(code, train_step.__globals__, train_step.__name__)
         # the C++ wrapper calls the graph's kernels without a Python frame per kernel
-        _GRAPHS[key] = torch.compile(step, dynamic=False, options={
+        _GRAPHS[key] = torch.compile(train_step_copy(), dynamic=False, options={
             "cpp_wrapper": True, "guard_filter_fn": tensor_and_state_guards})
     return _GRAPHS[key]
 

@@ -276,8 +276,6 @@ def test_every_graph_key_compiles_its_own_copy_of_the_step(monkeypatch):
     choice of graph without inductor's 30 s compile), each architecture and each lr
     trains as it does uncompiled; one code object shared under the same guards hands
     postnorm llama's graph."""
-    import types
-
     from llamanat_core import fast
 
     real_compile = torch.compile
@@ -307,8 +305,7 @@ def test_every_graph_key_compiles_its_own_copy_of_the_step(monkeypatch):
     assert faster == close(losses("llama", lr=3e-3, compiled=False)) and faster != close(own["llama"])
     assert len(fast._GRAPHS) == 3
     # and the check can fail: one code object under the same guards
-    code = fast.train_step.__code__.replace()
-    shared = eager_compile(types.FunctionType(code, fast.train_step.__globals__), False,
+    shared = eager_compile(fast.train_step_copy(), False,
                            {"guard_filter_fn": fast.tensor_and_state_guards})
     assert losses("llama", step_fn=shared) == own["llama"]
     assert losses("postnorm", step_fn=shared) == own["llama"]
