@@ -7,6 +7,7 @@ matrix multiplies one step makes; here the profiled shapes of a real (eager) ste
 against the benchmark's closed-form count.
 """
 import importlib.util
+import json
 from collections import Counter
 
 import pytest
@@ -139,3 +140,19 @@ def test_run_breakdown_counts_every_call_fit_makes_once_and_restores_them(task):
     assert (train.loss_and_score, train.score, train.eval_loss, fast.FastStep.__call__) == before
     with pytest.raises(SystemExit, match="no run"):
         breakdown_bench.find_run(task, "llama", "finite", 99)
+
+
+def test_same_record_ignores_only_the_seconds_and_where_it_ran(tmp_path):
+    """Two machines that compute the same bits differ in their kernel build (`env`) and in
+    seconds: the files are the same measurement. A changed curve value is not."""
+    plan_bench = load_benchmark("study_plan")
+    entry = {"key": "k", "dense": [{"step": 100, "val_acc": 0.5}], "seconds": 10.0,
+             "env": {"cpu": "x", "platform": "Linux-6.18.44-fc-v1045-x86_64"}}
+    moved = {**entry, "seconds": 12.5, "env": {"cpu": "x", "platform": "Linux-6.18.44-fc-v1147-x86_64"}}
+    changed = {**entry, "dense": [{"step": 100, "val_acc": 0.5 + 2 ** -20}]}
+    paths = {}
+    for name, e in (("a", entry), ("b", moved), ("c", changed)):
+        paths[name] = tmp_path / f"{name}.json"
+        paths[name].write_text(json.dumps(e))
+    assert plan_bench.same_record(paths["a"], paths["b"])
+    assert not plan_bench.same_record(paths["a"], paths["c"])
