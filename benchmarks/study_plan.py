@@ -88,7 +88,7 @@ def step_costs(task: str) -> tuple[float, float]:
         data, batches = task_batches(task)
         ours = FastStep(TinyLlama(cfg, 0).train(), data.answer_len, 1e-3, 1.0, compile=True)
         ms = side_by_side({"ours": ours}, batches)["ours"]
-        in_gemms, _ = gemm_profile(profiled_graph(TinyLlama(cfg, 0).train(), data.answer_len),
+        in_gemms, _, _ = gemm_profile(profiled_graph(TinyLlama(cfg, 0).train(), data.answer_len),
                                    batches)
     return ms, in_gemms
 

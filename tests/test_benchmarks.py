@@ -156,3 +156,22 @@ def test_same_record_ignores_only_the_seconds_and_where_it_ran(tmp_path):
         paths[name].write_text(json.dumps(e))
     assert plan_bench.same_record(paths["a"], paths["b"])
     assert not plan_bench.same_record(paths["a"], paths["c"])
+
+
+def test_study_plan_bound_measures_a_step_and_its_matrix_multiplies(monkeypatch):
+    """`study_plan.py --bound` calls the trainer benchmark's helpers; run it end to end on
+    the eager step (fewer, smaller batches) so a change in their signatures fails here."""
+    import llamanat_core.fast as fast
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import train_step
+
+    small = train_step.task_batches
+    monkeypatch.setattr(train_step, "task_batches", lambda task: small(task, n_items=200, batch=8, steps=6))
+    for name, value in (("REPEATS", 2), ("STEPS_PER_REPEAT", 3), ("WARMUP", 1)):
+        monkeypatch.setattr(train_step, name, value)
+    eager = lambda model, answer_len, *_, **__: FastStep(model, answer_len, 1e-3, 1.0, compile=False)  # noqa: E731
+    monkeypatch.setattr(train_step, "profiled_graph", eager)
+    monkeypatch.setattr(fast, "FastStep", eager)
+    ms, in_gemms = load_benchmark("study_plan").step_costs("addition")
+    assert ms > 0 and 0 < in_gemms < 3 * ms  # profiling overhead aside, a part of the step
