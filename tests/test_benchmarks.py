@@ -29,6 +29,7 @@ def load_benchmark(name: str):
 
 bench = load_benchmark("train_step")
 breakdown_bench = load_benchmark("run_breakdown")
+plan_bench = load_benchmark("study_plan")
 
 
 @pytest.mark.parametrize("task", ["addition", "recall"])
@@ -145,7 +146,6 @@ def test_run_breakdown_counts_every_call_fit_makes_once_and_restores_them(task):
 def test_same_record_ignores_only_the_seconds_and_where_it_ran(tmp_path):
     """Two machines that compute the same bits differ in their kernel build (`env`) and in
     seconds: the files are the same measurement. A changed curve value is not."""
-    plan_bench = load_benchmark("study_plan")
     entry = {"key": "k", "dense": [{"step": 100, "val_acc": 0.5}], "seconds": 10.0,
              "env": {"cpu": "x", "platform": "Linux-6.18.44-fc-v1045-x86_64"}}
     moved = {**entry, "seconds": 12.5, "env": {"cpu": "x", "platform": "Linux-6.18.44-fc-v1147-x86_64"}}
@@ -173,5 +173,5 @@ def test_study_plan_bound_measures_a_step_and_its_matrix_multiplies(monkeypatch)
     eager = lambda model, answer_len, *_, **__: FastStep(model, answer_len, 1e-3, 1.0, compile=False)  # noqa: E731
     monkeypatch.setattr(train_step, "profiled_graph", eager)
     monkeypatch.setattr(fast, "FastStep", eager)
-    ms, in_gemms = load_benchmark("study_plan").step_costs("addition")
-    assert ms > 0 and 0 < in_gemms < 3 * ms  # profiling overhead aside, a part of the step
+    ms, in_gemms = plan_bench.step_costs("addition")
+    assert 0 < in_gemms < ms  # the matrix multiplies are a part of the step
