@@ -7,7 +7,7 @@ Another CPU rounds differently from the first step (`llamanat verify` checks tha
 difference stays rounding-sized early on); after a few hundred steps two such runs are
 different trajectories from the same seed, data and code. Whether a seed escapes its
 plateau can then differ, and with it a time to solve. This compares, run for run, whether
-each solved and when, and then every verdict of `stats.verdicts`: a decision that flips
+each solved and when, and then every verdict of `comparisons.verdicts`: a decision that flips
 between two CPUs rests on rounding, not on the mechanism.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ import statistics
 from collections import Counter
 from pathlib import Path
 
-from llamanat_core import stats
+from llamanat_core import comparisons
 from llamanat_core.study import STUDY_DIR, check_entry, plan, run_path, unique_runs
 from llamanat_core.study.results import frame
 
@@ -69,7 +69,7 @@ def main() -> None:
         agree, differ = by_row[(task, regime), True], by_row[(task, regime), False]
         print(f"  {task:8s} {regime:6s}: solved-or-not agrees in {agree} of {agree + differ} runs")
 
-    va, vb = stats.verdicts(frame(p, ours)), stats.verdicts(frame(p, theirs))
+    va, vb = comparisons.verdicts(frame(p, ours)), comparisons.verdicts(frame(p, theirs))
     key = ["measurement", "comparison", "task", "regime", "metric"]
     m = va.merge(vb, on=key, suffixes=("_committed", "_other"))
     flips = m[m.verdict_committed != m.verdict_other]

@@ -211,9 +211,9 @@ def check_chapter_parameters(seeds=None, steps=None, fresh=False) -> tuple[tuple
                                    "(without it the chapter reads the committed study)")
     # The text describes the committed study with every seed: on any other run (fresh
     # runs, or a subset of the seeds) a claim the data no longer support warns instead.
-    from . import decisions
+    from . import claims
 
-    decisions.set_committed_run(not fresh and seeds == _default_seeds())
+    claims.set_committed_run(not fresh and seeds == _default_seeds())
     return seeds, steps, fresh
 
 

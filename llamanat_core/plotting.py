@@ -252,7 +252,7 @@ def km_axes(ax, runs, variants, task: str, regime: str, cap: float | None = None
             labels: dict | None = None, band: bool = True):
     """Kaplan–Meier curves on one axis: the fraction of seeds solved by each step (one
     step curve per variant, its 95 % band shaded), a tick where a seed stopped unsolved
-    (censored at the cap). `runs` is `decisions.runs(results)`."""
+    (censored at the cap). `runs` is `comparisons.runs(results)`."""
     groups, colors = {}, {}
     for v in variants:
         label = (labels or {}).get(v, v)
@@ -542,7 +542,7 @@ def _forest_values(row, ratio: bool):
 
 
 def forest_figure(v, metrics=FOREST_METRICS, regimes=("finite", "fresh")):
-    """Every verdict of `v` (the frame of `stats.verdicts`) as a forest plot.
+    """Every verdict of `v` (the frame of `comparisons.verdicts`) as a forest plot.
 
     One row per comparison and task (matrix, sweep and alphabet comparisons in the order
     of `v`), one panel per metric: the time to solve as the ratio of median steps,
@@ -654,7 +654,7 @@ __all__ = ["DPI", "FIGSIZE", "PALETTE", "VARIANT_COLORS", "TASK_COLORS", "use_bo
 def km_groups_axes(ax, groups: dict, colors: dict | None = None, cap: float | None = None,
                    band: bool = True):
     """Kaplan–Meier curves on one axis, one per entry of `groups` (label -> that row's
-    runs, from `decisions.runs`): the fraction of seeds solved by each step, its 95 % band
+    runs, from `comparisons.runs`): the fraction of seeds solved by each step, its 95 % band
     shaded, a tick where a seed stopped unsolved. The legend gives k/n solved."""
     from . import stats
 

@@ -6,7 +6,7 @@ findings, lettered (a) to (e) here. The numbers below are transcribed from it, n
 else: each is a named constant that says which finding it belongs to, so the closing
 chapter can cite it (and glue it: a published number is still a number in the prose).
 
-Each finding is tested by comparisons the study already decides (`stats.verdicts`, whole
+Each finding is tested by comparisons the study already decides (`comparisons.verdicts`, whole
 study, Holm within each family); `replication_table` reads those verdicts, it never
 re-tests. What "replicates" means is fixed here, in advance (`replicates`):
 
@@ -87,7 +87,7 @@ PUBLISHED = {name: value for name, value in globals().items() if isinstance(valu
 
 @dataclass(frozen=True)
 class VerdictRef:
-    """One comparison the study decides: a row of `stats.verdicts` (all regimes of it)."""
+    """One comparison the study decides: a row of `comparisons.verdicts` (all regimes of it)."""
 
     measurement: str
     control: str
@@ -303,7 +303,7 @@ def published_text(key: str) -> str:
 def _verdict_text(rows: pd.DataFrame, finding: Finding) -> tuple[str, str]:
     """The finding's tests ('abs_pos vs llama, time to solve (log-rank)') and their verdicts
     per regime, in the order of the tests."""
-    from .decisions import METRIC_LABELS, TEST_NAMES
+    from .comparisons import METRIC_LABELS, TEST_NAMES
 
     if rows.empty:
         return finding.no_test or "no comparison of the study tests it", "–"
@@ -322,7 +322,7 @@ def _verdict_text(rows: pd.DataFrame, finding: Finding) -> tuple[str, str]:
 def replication_table(results: pd.DataFrame, v: pd.DataFrame) -> pd.DataFrame:
     """One row per published finding: the published number, ours (per regime), the study's
     test(s), their verdicts per regime (in the order of the tests), and whether it
-    replicates. `v` is `decisions.study_verdicts(results)` of the whole study."""
+    replicates. `v` is `comparisons.study_verdicts(results)` of the whole study."""
     out = []
     for f in FINDINGS:
         rows = finding_rows(v, f)

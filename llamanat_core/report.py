@@ -3,8 +3,8 @@ for prose, glue.
 
 Chapters hold narrative; what they compute from the study goes through here, so a
 table means the same thing on every page. Figures are drawn by `llamanat_core.plotting`;
-which gaps are decided comes only from `llamanat_core.stats.verdicts`, shown through
-`llamanat_core.decisions` (this module describes, it does not decide).
+which gaps are decided comes only from `llamanat_core.comparisons` (this module
+describes, it does not decide).
 
 Conventions: mean and *population* standard deviation over seeds, every seed's value
 shown. Accuracy tables state the chance floor (`chance`): the accuracy of a model that

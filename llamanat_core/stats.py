@@ -1,25 +1,18 @@
-"""The statistics that decide each control-vs-reference comparison of the study.
+"""Statistics on plain arrays: chance floors, solve rates, time to solve, paired tests,
+intervals and multiplicity.
 
-Every function here is small, takes plain arrays (or the tidy results frame), and names
-the test it runs. Nothing here trains, plots or reads files: scipy, numpy and pandas only.
+Every function here is small, takes numbers (not the study), and names the test it
+runs. Nothing here trains, plots or reads files: numpy and scipy only. Which rows are
+compared, and the verdict each comparison gets, live in `llamanat_core.comparisons`.
 
-What is measured, per run (one seed of one row):
-
-- **time to solve**: the first evaluation step at which validation accuracy reaches 0.90;
-  a run that never gets there is *censored* at the step it stopped (`stop_step`);
-- **test accuracy at the 1,200-step checkpoint** (and, for recall, at 8 and 12 pairs).
-
-How each is decided (the metrics and the tests are fixed in advance):
-
-- time to solve: Kaplan–Meier curves (censoring is information, not missing data), the
-  median step to solve with its interval, and the **log-rank test** as the verdict test;
-  a paired, censoring-aware sign test is reported beside it;
-- accuracy at a checkpoint: the per-seed paired differences (both rows share the seed's
-  initialisation and data), an **exact sign-flip permutation test** (all 2^n flips) and a
-  bootstrap 95 % interval of the mean difference;
-- Holm–Bonferroni within a family (the controls-vs-reference comparisons of one
-  measurement × task × regime × metric), then one verdict per comparison: `better`,
-  `worse`, `equivalent`, `both at chance` or `undecided` (see `verdict`).
+- **chance**: the floor of guessing per task and length, and the count of 200 items a
+  guesser stays under (an exact binomial quantile);
+- **time to solve**: Kaplan–Meier curves (censoring is information, not missing data),
+  the median step to solve with its interval, the log-rank test, a paired
+  censoring-aware sign test;
+- **paired differences**: an exact sign-flip permutation test (all 2^n flips) and a
+  bootstrap interval of the mean difference;
+- **multiplicity**: Holm–Bonferroni.
 
 Power, stated (see `POWER`): ten paired seeds cannot decide much at a checkpoint.
 """
@@ -30,7 +23,6 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 import scipy.stats
 
 ALPHA = 0.05
@@ -47,8 +39,6 @@ RATIO_BOUNDS = (0.8, 1.25)
 
 N_ITEMS = 200
 """Validation and test sets have 200 items each."""
-
-VERDICTS = ("better", "worse", "equivalent", "both at chance", "undecided")
 
 POWER = """\
 With n paired seeds the exact two-sided sign-flip test enumerates 2^n sign patterns, and
@@ -447,231 +437,3 @@ def holm(pvalues) -> np.ndarray:
     sub[order] = adjusted
     out[ok] = sub
     return out
-
-
-# ---------------------------------------------------------------- verdicts
-
-def verdict(*, both_at_chance: bool, p_holm: float, reachable: bool, direction: float,
-            ci_low: float, ci_high: float, equivalence: tuple[float, float]) -> str:
-    """One comparison's verdict, in this order.
-
-    1. `both at chance`: both rows are at chance; a gap between two guessers is never
-       decided, whatever p says.
-    2. `better` / `worse`: Holm-adjusted p < 0.05 and the test could reach the level;
-       `direction` > 0 means the control is better (higher accuracy, or solves sooner).
-    3. `equivalent`: the 95 % interval of the effect lies inside `equivalence` (±5
-       accuracy points, or a median ratio of 0.8–1.25).
-    4. `undecided`: everything else (the data cannot tell).
-    """
-    if both_at_chance:
-        return "both at chance"
-    if reachable and np.isfinite(p_holm) and p_holm < ALPHA and direction != 0:
-        return "better" if direction > 0 else "worse"
-    lo, hi = equivalence
-    if np.isfinite(ci_low) and np.isfinite(ci_high) and lo <= ci_low and ci_high <= hi:
-        return "equivalent"
-    return "undecided"
-
-
-METRIC_COLUMNS = {"test_acc": 4, "test_acc_8": 8, "test_acc_12": 12}
-"""Accuracy column -> recall pairs it is scored at (addition ignores the pairs)."""
-
-MEASUREMENT_METRICS = {
-    "matrix": ("time_to_solve", "test_acc"),
-    "length": ("test_acc_8", "test_acc_12"),
-    "sweep": ("time_to_solve", "test_acc"),
-    "alphabet": ("time_to_solve", "test_acc", "test_acc_8"),
-}
-"""The metrics each measurement is decided on, fixed in advance. Accuracies are taken at
-the fixed checkpoint (1,200 steps in the study) and named e.g. `test_acc@1200`; accuracy at
-the stop is reported elsewhere and not tested (runs stopped at different steps)."""
-
-SWEEP_REFERENCE_THETA = 10_000.0
-
-TESTS = {
-    "time_to_solve": "log-rank (two-sided)",
-    "accuracy": "exact sign-flip permutation of the paired mean difference (all 2^n flips, two-sided)",
-}
-
-
-def runs_table(results: pd.DataFrame) -> pd.DataFrame:
-    """One row per run: its identity, time to solve, and accuracies at the checkpoint and the stop.
-
-    From the tidy results frame (one row per measurement, run, checkpoint): the row
-    flagged `final` gives the accuracies at the fixed checkpoint, the row flagged
-    `at_stop` the accuracy at the stop. A censored run's `time` is its stop step. The
-    same run listed under several measurements appears once.
-    """
-    df = results.drop_duplicates(subset=["run", "step"])
-    if "regime" not in df:
-        df = df.assign(regime="finite")
-    ident = ["run", "task", "variant", "regime", "seed", "answer", "rope_theta",
-             "solve_step", "censored", "stop_step"]
-    final = df[df["final"].astype(bool)]
-    out = final[ident + ["step", *METRIC_COLUMNS]].rename(columns={"step": "checkpoint"})
-    stop = df[df["at_stop"].astype(bool)][["run", "test_acc"]].rename(columns={"test_acc": "stop_acc"})
-    out = out.merge(stop, on="run", how="left")
-    censored = out["censored"].astype(bool)
-    if (~censored & out["solve_step"].isna()).any():
-        raise ValueError("a run is neither censored nor has a solve step")
-    out["censored"] = censored
-    out["time"] = np.where(censored, out["stop_step"], out["solve_step"]).astype(float)
-    return out.reset_index(drop=True)
-
-
-def _comparisons(results: pd.DataFrame, reference: str):
-    """Every comparison the study decides, as (measurement, task, regime, comparison label,
-    reference label, control label, reference runs, control runs); runs as in `runs_table`.
-
-    A reference row may live under another measurement (the sweep's base 10,000 and the
-    alphabet's `name` runs are matrix runs), so references are looked up in the
-    measurement's own runs together with the recall matrix runs, each run once.
-    """
-    runs = {m: runs_table(g) for m, g in results.groupby("measurement", sort=False)}
-    matrix = runs.get("matrix", pd.DataFrame())
-    recall_matrix = matrix[(matrix.task == "recall") & (matrix.answer == "name")] if len(matrix) else matrix
-
-    def pool(*frames):  # the same run may be listed under two measurements: keep it once
-        frames = [f for f in frames if len(f)]
-        return pd.concat(frames).drop_duplicates("run") if frames else pd.DataFrame()
-
-    if len(matrix):
-        for (task, regime), g in matrix.groupby(["task", "regime"], sort=True):
-            ref = g[g.variant == reference]
-            for v in [v for v in g.variant.unique() if v != reference]:
-                yield "matrix", task, regime, f"{v} vs {reference}", reference, v, ref, g[g.variant == v]
-    length = pool(runs.get("length", pd.DataFrame()), recall_matrix)
-    if len(length):
-        for regime, g in length.groupby("regime", sort=True):
-            ref = g[g.variant == reference]
-            for v in [v for v in g.variant.unique() if v != reference]:
-                yield "length", "recall", regime, f"{v} vs {reference}", reference, v, ref, g[g.variant == v]
-    if "sweep" in runs:
-        sweep = runs["sweep"]
-        theta_ref = recall_matrix[recall_matrix.variant == reference] if len(recall_matrix) else recall_matrix
-        allruns = pool(sweep, theta_ref)
-        for regime, g in sweep.groupby("regime", sort=True):
-            p = allruns[allruns.regime == regime]
-            ref = p[np.isclose(p.rope_theta, SWEEP_REFERENCE_THETA)]
-            for th in sorted(t for t in g.rope_theta.unique() if not np.isclose(t, SWEEP_REFERENCE_THETA)):
-                lab, rlab = f"rope_theta={th:,.0f}", f"rope_theta={SWEEP_REFERENCE_THETA:,.0f}"
-                ctl = g[np.isclose(g.rope_theta, th)]
-                yield "sweep", "recall", regime, f"{lab} vs {rlab}", rlab, lab, ref, ctl
-    if "alphabet" in runs:
-        alpha = runs["alphabet"]
-        allruns = pool(alpha, recall_matrix)
-        for regime, g in alpha.groupby("regime", sort=True):
-            p = allruns[allruns.regime == regime]
-            for v in g.variant.unique():
-                ref = p[(p.variant == v) & (p.answer == "name")]
-                ctl = g[(g.variant == v) & (g.answer == "copy")]
-                if len(ctl):
-                    label = f"copy vs name ({v})"
-                    yield "alphabet", "recall", regime, label, f"{v} name", f"{v} copy", ref, ctl
-
-
-def _paired(ref: pd.DataFrame, ctl: pd.DataFrame) -> pd.DataFrame:
-    """The two rows joined seed by seed; only seeds present in both count."""
-    for name, g in (("reference", ref), ("control", ctl)):
-        if g.seed.duplicated().any():
-            twice = sorted(g.seed[g.seed.duplicated()])
-            raise ValueError(f"the {name} row has two runs for one seed: {twice}")
-    return ref.merge(ctl, on="seed", suffixes=("_r", "_c")).sort_values("seed").reset_index(drop=True)
-
-
-def _time_to_solve(pair: pd.DataFrame, task: str, seed: int) -> dict:
-    n = len(pair)
-    sr, cr = pair.time_r.to_numpy(), pair.censored_r.to_numpy()
-    sc, cc = pair.time_c.to_numpy(), pair.censored_c.to_numpy()
-    nobody = bool(cr.all() and cc.all())
-    # nobody solved and both rows still guess at the stop
-    both_chance = nobody and at_chance(pair.stop_acc_r.mean(), task) and \
-        at_chance(pair.stop_acc_c.mean(), task)
-    z, p = logrank_test(sc, cc, sr, cr)
-    ratio, low, high = median_ratio_ci(sc, cc, sr, cr, seed=seed)
-    *_, p_sign = paired_sign_test_censored(sc, cc, sr, cr)
-    return {"n": n, "reference_value": km_median(sr, cr)[0], "control_value": km_median(sc, cc)[0],
-            "solved_reference": f"{int((~cr).sum())}/{n}", "solved_control": f"{int((~cc).sum())}/{n}",
-            "effect": ratio, "ci_low": low, "ci_high": high, "p": p, "p_sign": p_sign,
-            "p_min": min_logrank_p(n, n), "direction": z, "both_at_chance": both_chance,
-            "test": TESTS["time_to_solve"], "equivalence": RATIO_BOUNDS}
-
-
-def _accuracy(pair: pd.DataFrame, col: str, task: str, seed: int) -> dict:
-    pair = pair[pair[f"{col}_r"].notna() & pair[f"{col}_c"].notna()]
-    n = len(pair)
-    r, c = pair[f"{col}_r"].to_numpy(float), pair[f"{col}_c"].to_numpy(float)
-    d = c - r
-    both_chance = n > 0 and at_chance(r.mean(), task, METRIC_COLUMNS[col]) and \
-        at_chance(c.mean(), task, METRIC_COLUMNS[col])
-    low, high = bootstrap_ci(d, seed=seed)
-    return {"n": n, "reference_value": r.mean() if n else math.nan,
-            "control_value": c.mean() if n else math.nan,
-            "effect": d.mean() if n else math.nan, "ci_low": low, "ci_high": high,
-            "p": sign_flip_test(d) if n else math.nan, "p_sign": math.nan,
-            "p_min": min_sign_flip_p(n), "direction": d.mean() if n else 0.0, "both_at_chance": both_chance,
-            "test": TESTS["accuracy"], "equivalence": (-EQUIVALENCE_MARGIN, EQUIVALENCE_MARGIN)}
-
-
-def verdicts(results: pd.DataFrame, reference: str = "llama", seed: int = 0) -> pd.DataFrame:
-    """Every control-vs-reference comparison of the study with its effect, test and verdict.
-
-    `results` is the tidy results frame (one row per measurement, run, checkpoint).
-    Comparisons: "matrix" — every variant against `reference`, per task and regime;
-    "length" — the same on 8- and 12-pair accuracy, from the recall runs (each run once);
-    "sweep" — each RoPE base against 10,000; "alphabet" — answer `copy` against `name`
-    for each variant. Rows are paired by seed; only seeds present in both rows count (`n`).
-
-    Metrics (fixed in advance, see `MEASUREMENT_METRICS`):
-
-    - `time_to_solve`: effect = ratio of Kaplan–Meier medians control / reference (< 1:
-      the control solves sooner; inf / 0 / NaN when one or both medians are undefined,
-      see `median_ratio_ci`) with a paired bootstrap interval; `p` is the log-rank test
-      (the verdict test), `p_sign` the paired censoring-aware sign test, reported only.
-      `reference_value`/`control_value` are the medians, `solved_*` the k/n solved.
-    - `test_acc@<checkpoint>` (and `_8`, `_12`): effect = mean per-seed difference control −
-      reference, bootstrap interval, exact sign-flip p; the values are the row means.
-
-    Holm runs within each family (measurement × task × regime × metric). `p_min` is the
-    smallest p the test could give with these seeds; `reachable` says whether it passes
-    the first Holm step (p_min < 0.05 / family size). A comparison that cannot reach the
-    level is never `better` or `worse`. See `verdict` for the order of the rules.
-    """
-    rows = []
-    for measurement, task, regime, label, rlab, clab, ref, ctl in _comparisons(results, reference):
-        pair = _paired(ref, ctl)
-        if len(pair):
-            checkpoint = int(pair.checkpoint_r.iloc[0])
-        else:
-            checkpoint = int(results.loc[results["final"].astype(bool), "step"].max())
-        for metric in MEASUREMENT_METRICS[measurement]:
-            if metric == "time_to_solve":
-                stats = _time_to_solve(pair, task, seed) if len(pair) else None
-                name = metric
-            else:
-                stats = _accuracy(pair, metric, task, seed) if len(pair) else None
-                name = f"{metric}@{checkpoint}"
-            if stats is None:
-                stats = {"n": 0, "p": math.nan, "p_min": 1.0, "both_at_chance": False, "direction": 0.0,
-                         "effect": math.nan, "ci_low": math.nan, "ci_high": math.nan, "p_sign": math.nan,
-                         "test": TESTS["time_to_solve" if metric == "time_to_solve" else "accuracy"],
-                         "equivalence": (0.0, 0.0)}
-            rows.append({"measurement": measurement, "comparison": label, "task": task, "regime": regime,
-                         "metric": name, "reference": rlab, "control": clab, **stats})
-    cols = ["measurement", "comparison", "task", "regime", "metric", "reference", "control", "n",
-            "reference_value", "control_value", "solved_reference", "solved_control", "effect", "ci_low",
-            "ci_high", "p", "p_holm", "p_sign", "p_min", "family_size", "reachable", "test", "verdict"]
-    if not rows:
-        return pd.DataFrame(columns=cols)
-    df = pd.DataFrame(rows)
-    family = ["measurement", "task", "regime", "metric"]
-    df["p_holm"] = df.groupby(family, sort=False)["p"].transform(lambda p: pd.Series(holm(p), index=p.index))
-    df["family_size"] = df.groupby(family, sort=False)["p"].transform(lambda p: int(p.notna().sum()))
-    df["reachable"] = (df.p_min * df.family_size.clip(lower=1)) < ALPHA
-    df["verdict"] = [verdict(both_at_chance=r.both_at_chance, p_holm=r.p_holm, reachable=r.reachable,
-                             direction=r.direction, ci_low=r.ci_low, ci_high=r.ci_high,
-                             equivalence=r.equivalence) for r in df.itertuples()]
-    for c in cols:
-        if c not in df:
-            df[c] = np.nan
-    return df[cols].reset_index(drop=True)

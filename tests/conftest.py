@@ -134,18 +134,18 @@ def committed_results():
 
 @pytest.fixture(scope="session")
 def committed_verdicts(committed_results):
-    """`stats.verdicts` of the committed study, computed once."""
-    from llamanat_core import decisions
+    """`comparisons.verdicts` of the committed study, computed once."""
+    from llamanat_core import comparisons
 
-    return decisions.study_verdicts(committed_results)
+    return comparisons.study_verdicts(committed_results)
 
 
 @pytest.fixture(autouse=True)
 def _claims_fail_by_default():
     """A chapter's parameter check marks the process as a reader's run (its claims warn);
     in the test process that mark must not leak from one test into the next."""
-    from llamanat_core import decisions
+    from llamanat_core import claims
 
-    decisions.set_committed_run(True)
+    claims.set_committed_run(True)
     yield
-    decisions.set_committed_run(True)
+    claims.set_committed_run(True)
