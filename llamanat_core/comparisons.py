@@ -413,6 +413,13 @@ def solve_table(results: pd.DataFrame, variants, tasks=("addition", "recall"),
     return pd.DataFrame(out).set_index(["task", "regime", "variant"])
 
 
+def solve_counts(table: pd.DataFrame, task: str, regime: str, variant: str) -> tuple[int, int, float]:
+    """One row of a `solve_table` for prose: (seeds solved, seeds, Kaplan–Meier median step
+    to solve); the median is inf when fewer than half the seeds solve by the cap."""
+    row = table.loc[(task, regime, variant)]
+    return int(row.k), int(row.n), float(row["median"])
+
+
 def solve_rows(groups: dict, index_name: str = "row") -> pd.DataFrame:
     """`solve_table` for rows that are not a variant's reference configuration (a RoPE
     base, an answer formulation): `groups` maps a label to that row's runs (`runs`).
@@ -458,3 +465,57 @@ def largest_gap(curves: pd.DataFrame) -> pd.DataFrame:
     out = out.rename(columns={"step": "gap_step", "gap": "max_gap"})
     out["solved"] = ~out.censored.astype(bool)
     return out.sort_values(["task", "variant", "regime", "seed"]).reset_index(drop=True)
+
+
+# ---------------------------------------------------------------- p-values in prose
+
+def p_phrase(p: float) -> str:
+    """A p-value after 'p' in a sentence: '= 0.012', '< 0.001', or '–' when there is none."""
+    text = p_text(p)
+    return text if text.startswith("<") or text == "–" else f"= {text}"
+
+
+def p_range(ps) -> str:
+    """Several p-values for prose as their range, 'lo to hi' in `p_text`'s form ('0.061 to
+    0.140'); one value when both ends read alike; '–' when there are none."""
+    ps = [float(p) for p in ps]
+    if not ps:
+        return "–"
+    lo, hi = p_text(min(ps)), p_text(max(ps))
+    return lo if lo == hi else f"{lo} to {hi}"
+
+
+# ---------------------------------------------------------------- how much one seed weighs
+
+LEAVE_ONE_OUT_FIELDS = ("ci_high", "ci_low", "effect", "n", "p", "p_holm", "verdict")  # sorted: see below
+
+
+def leave_one_out(results: pd.DataFrame, control: str, task: str, regimes=REGIMES,
+                  metrics=("time_to_solve", "test_acc"), *, measurement: str | None = None,
+                  seeds=None) -> pd.DataFrame:
+    """One control's verdicts decided again with each seed left out: a verdict that changes
+    when one seed goes is one seed from the line.
+
+    For each seed of `seeds` (default: every seed of `results`, in order) all of that
+    seed's runs are dropped, from every row, so each Holm family is still the study's less
+    that seed, and `verdicts` decides again; nothing else changes. `regimes` and `metrics`
+    (base names, as in `select`) say which of the control's verdict rows are kept.
+
+    One row per left-out seed (index `left_out`, in the order of `seeds`); columns
+    (regime, metric, field) for each field of `LEAVE_ONE_OUT_FIELDS`, so that
+    `loo["finite", "time_to_solve"]` is a frame of the verdict, p after Holm, effect ...
+    with each seed left out. With no seeds to leave out the frame is empty, its columns
+    the same."""
+    regimes = [regimes] if isinstance(regimes, str) else list(regimes)
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+    seeds = sorted(results.seed.unique()) if seeds is None else list(seeds)
+    rows = {}
+    for seed in seeds:
+        without = verdicts(results[results.seed != seed])
+        rows[seed] = {(r, m, f): verdict_row(without, control, task, r, m, measurement)[f]
+                      for r in regimes for m in metrics for f in LEAVE_ONE_OUT_FIELDS}
+    columns = pd.MultiIndex.from_product([regimes, metrics, LEAVE_ONE_OUT_FIELDS],
+                                         names=["regime", "metric", "field"])
+    out = pd.DataFrame([rows[s] for s in seeds], index=pd.Index(seeds, name="left_out"),
+                       columns=columns)
+    return out.sort_index(axis=1)  # sorted columns: selecting (regime, metric) warns otherwise

@@ -230,3 +230,61 @@ def range_text(values, digits: int = 2, thousands: bool = False) -> str:
     fmt = (lambda v: f"{v:,.0f}") if thousands else (lambda v: f"{v:.{digits}f}")
     lo, hi = fmt(min(vals)), fmt(max(vals))
     return lo if lo == hi else f"{lo} to {hi}"
+
+
+# ---------------------------------------------------------------- steps and ranges in prose
+# Shared by the chapters: one treatment of a missing or infinite value everywhere.
+
+def steps_text(x: float) -> str:
+    """A number of steps for prose and tables: '1,300'. An infinite one is 'never' (a
+    Kaplan–Meier median when fewer than half the seeds solve by the cap, a plateau that is
+    never left); NaN is '–' (nothing to measure, e.g. a row with no solved seed)."""
+    x = float(x)
+    if math.isinf(x):
+        return "never"
+    return "–" if math.isnan(x) else f"{x:,.0f}"
+
+
+def span(values, digits: int = 2, percent: bool = False) -> str:
+    """The range of some values for prose, joined by an en dash: '0.12–0.40'; one number
+    when both ends round alike ('0.40'); '–' when there are none (NaN is dropped). With
+    `percent`, fractions written as percentages with one sign ('40–60%')."""
+    vals = np.asarray(values, dtype=float).ravel()
+    vals = vals[~np.isnan(vals)]
+    if vals.size == 0:
+        return "–"
+    scale, unit = (100.0, "%") if percent else (1.0, "")
+    lo, hi = f"{scale * vals.min():.{digits}f}", f"{scale * vals.max():.{digits}f}"
+    return (lo if lo == hi else f"{lo}–{hi}") + unit
+
+
+# ---------------------------------------------------------------- sizes and settings in tables
+
+def value_text(x) -> str:
+    """A configuration value for a table: a bool or a string as it is, an integer with
+    thousands separators ('4,096'), a float under 1 in its shortest form ('1e-06'), a
+    larger float as a whole number ('10,000')."""
+    if isinstance(x, (bool, np.bool_, str)):
+        return str(x)
+    if isinstance(x, (int, np.integer)):
+        return f"{x:,}"
+    return f"{x:g}" if x < 1 else f"{x:,.0f}"
+
+
+def count_text(x: float) -> str:
+    """A count of parameters or tokens for a table: '1.4T', '175B', '6.7B' from a billion
+    up (whole billions from a hundred billion), the whole number with thousands separators
+    below ('102,528')."""
+    if x >= 1e12:
+        return f"{x / 1e12:.1f}T"
+    if x >= 1e9:
+        return f"{x / 1e9:.0f}B" if x >= 1e11 else f"{x / 1e9:.1f}B"
+    return f"{int(x):,}"
+
+
+def shape_text(x) -> str:
+    """What a module takes or gives, for a trace table: a tensor's shape '(2, 14, 64)',
+    several joined by commas, anything else its repr."""
+    if isinstance(x, (tuple, list)):
+        return ", ".join(shape_text(t) for t in x)
+    return str(tuple(x.shape)) if hasattr(x, "shape") else repr(x)

@@ -246,3 +246,34 @@ def test_and_list_joins_words_as_prose():
     assert report.and_list(["a", "b"]) == "a and b"
     assert report.and_list(("a", "b", "c")) == "a, b and c"
     assert report.and_list([]) == "–" and report.and_list(iter([]), empty="none") == "none"
+
+
+def test_steps_text_writes_never_for_inf_and_a_dash_for_nan():
+    assert report.steps_text(1300.0) == "1,300" and report.steps_text(np.int64(400)) == "400"
+    assert report.steps_text(1249.6) == "1,250"  # rounded, not cut
+    assert report.steps_text(math.inf) == "never"  # fewer than half the seeds solved
+    assert report.steps_text(math.nan) == "–"  # nothing to measure
+    assert report.steps_text(pd.Series([math.inf]).median()) == "never"
+
+
+def test_span_is_a_range_with_an_en_dash_or_one_number():
+    assert report.span(pd.Series([0.404, 0.123])) == "0.12–0.40"
+    assert report.span(np.array([1.391, 1.394])) == "1.39"  # both ends round alike
+    assert report.span([2.35, math.nan, 2.7], 1) == "2.4–2.7"  # NaN dropped
+    assert report.span(pd.Series([], dtype=float)) == "–" and report.span([math.nan]) == "–"
+    assert report.span([0.4, 0.6], 0, percent=True) == "40–60%"
+    assert report.span([0.5, 0.501], 0, percent=True) == "50%"
+    assert report.span(np.array([[0.1, 0.3], [0.2, 0.0]])) == "0.00–0.30"  # any shape
+
+
+def test_value_text_count_text_and_shape_text():
+    assert [report.value_text(x) for x in (True, "silu", 4096, np.int64(32), 1e-6, 10000.0, 0.5)] == \
+        ["True", "silu", "4,096", "32", "1e-06", "10,000", "0.5"]
+    assert [report.count_text(x) for x in (1.4e12, 175e9, 6.7e9, 102_528)] == ["1.4T", "175B", "6.7B", "102,528"]
+    assert report.count_text(999_999_999) == "999,999,999"
+    import torch
+
+    x = torch.zeros(2, 14, 64)
+    assert report.shape_text(x) == "(2, 14, 64)"
+    assert report.shape_text((x, torch.zeros(14, 8))) == "(2, 14, 64), (14, 8)"
+    assert report.shape_text(None) == "None" and report.shape_text([]) == ""
