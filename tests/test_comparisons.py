@@ -434,7 +434,8 @@ def _one_seed_decides():
 
 def test_leave_one_out_decides_again_without_each_seed():
     results = _one_seed_decides()
-    whole = comparisons.verdict_row(comparisons.verdicts(results), "layernorm", "recall", "finite", "test_acc")
+    whole = comparisons.verdict_row(comparisons.verdicts(results), "layernorm", "recall", "finite",
+                                    "test_acc")
     assert whole.verdict == "better" and whole.p == 4 / 128
     loo = comparisons.leave_one_out(results, "layernorm", "recall", "finite", "test_acc")
     assert list(loo.index) == list(range(7)) and loo.index.name == "left_out"

@@ -269,7 +269,8 @@ def test_span_is_a_range_with_an_en_dash_or_one_number():
 def test_value_text_count_text_and_shape_text():
     assert [report.value_text(x) for x in (True, "silu", 4096, np.int64(32), 1e-6, 10000.0, 0.5)] == \
         ["True", "silu", "4,096", "32", "1e-06", "10,000", "0.5"]
-    assert [report.count_text(x) for x in (1.4e12, 175e9, 6.7e9, 102_528)] == ["1.4T", "175B", "6.7B", "102,528"]
+    assert [report.count_text(x) for x in (1.4e12, 175e9, 6.7e9, 102_528)] == \
+        ["1.4T", "175B", "6.7B", "102,528"]
     assert report.count_text(999_999_999) == "999,999,999"
     import torch
 
