@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from . import stats
+from .report import steps_text
 from .stats import (
     ALPHA,
     EQUIVALENCE_MARGIN,
@@ -324,10 +325,6 @@ def verdict_row(v: pd.DataFrame, control: str, task: str, regime: str, metric: s
     return out.iloc[0]
 
 
-def _steps(x: float) -> str:
-    return "never" if math.isinf(x) else ("–" if math.isnan(x) else f"{x:,.0f}")
-
-
 def effect_text(row) -> str:
     """The effect with its 95 % interval, in the metric's unit: a median ratio '×0.38
     [0.31, 0.50]' for time to solve (below 1: the control solves sooner), a paired gap
@@ -358,7 +355,7 @@ def verdict_table(v: pd.DataFrame, **selection) -> pd.DataFrame:
     out = []
     for r in rows.itertuples():
         if _metric_base(r.metric) == "time_to_solve":
-            values = (f"{_steps(r.reference_value)} → {_steps(r.control_value)} "
+            values = (f"{steps_text(r.reference_value)} → {steps_text(r.control_value)} "
                       f"({r.solved_reference} → {r.solved_control} solved)")
         else:
             values = f"{100 * r.reference_value:.1f}% → {100 * r.control_value:.1f}%"
@@ -406,7 +403,7 @@ def solve_table(results: pd.DataFrame, variants, tasks=("addition", "recall"),
                             "solved": f"{k} of {n}", "solve rate [95% CI]":
                             f"{100 * rate:.0f}% [{100 * lo:.0f}, {100 * hi:.0f}]",
                             "median step to solve [95% CI]":
-                            f"{_steps(med)} [{_steps(mlo)}, {_steps(mhi)}]",
+                            f"{steps_text(med)} [{steps_text(mlo)}, {steps_text(mhi)}]",
                             "k": k, "n": n, "median": med})
     if not out:
         raise ValueError(f"no runs of {list(variants)} on {list(tasks)} in {list(regimes)}")
@@ -434,7 +431,8 @@ def solve_rows(groups: dict, index_name: str = "row") -> pd.DataFrame:
         med, mlo, mhi = stats.km_median(g.time, censored)
         out.append({index_name: label, "solved": f"{k} of {n}",
                     "solve rate [95% CI]": f"{100 * rate:.0f}% [{100 * lo:.0f}, {100 * hi:.0f}]",
-                    "median step to solve [95% CI]": f"{_steps(med)} [{_steps(mlo)}, {_steps(mhi)}]",
+                    "median step to solve [95% CI]":
+                    f"{steps_text(med)} [{steps_text(mlo)}, {steps_text(mhi)}]",
                     "k": k, "n": n, "median": med})
     return pd.DataFrame(out).set_index(index_name)
 
