@@ -8,7 +8,8 @@ length table, the rotation sweep, the answer alphabet), runs the tests of
 computes the verdicts once on the whole study (`study_verdicts`) and filters them
 (`select`, `verdict_row`): it never re-tests a subset, so each Holm family is the
 study's. The tables below (verdicts, solve rates, the memorisation gap) are how chapters
-show them.
+show them. The one check that decides again is `leave_one_out`, and it decides the whole
+study again with one seed fewer, so its Holm families are the study's too.
 """
 from __future__ import annotations
 
