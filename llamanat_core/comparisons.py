@@ -210,8 +210,12 @@ def _accuracy(pair: pd.DataFrame, col: str, task: str, seed: int) -> dict:
             "test": TESTS["accuracy"], "equivalence": (-EQUIVALENCE_MARGIN, EQUIVALENCE_MARGIN)}
 
 
-def verdicts(results: pd.DataFrame, reference: str = "llama", seed: int = 0) -> pd.DataFrame:
-    """Every control-vs-reference comparison of the study with its effect, test and verdict.
+def verdicts(results: pd.DataFrame, reference: str = "llama", seed: int = 0,
+             seeds=sequential.FIRST_SEEDS) -> pd.DataFrame:
+    """Every control-vs-reference comparison of the study with its effect, test and verdict,
+    by the second edition's procedure (log-rank, bootstrap intervals) on `seeds` (the first
+    ten: the seeds added later belong to `decide`; results holding none of `seeds`, such as a
+    reader's own runs on other seeds, are taken whole).
 
     `results` is the tidy results frame (one row per measurement, run, checkpoint).
     Comparisons: "matrix" — every variant against `reference`, per task and regime;
@@ -234,6 +238,8 @@ def verdicts(results: pd.DataFrame, reference: str = "llama", seed: int = 0) -> 
     the first Holm step (p_min < 0.05 / family size). A comparison that cannot reach the
     level is never `better` or `worse`. See `verdict` for the order of the rules.
     """
+    keep = results.seed.isin(seeds)
+    results = results[keep] if keep.any() else results
     rows = []
     for measurement, task, regime, label, rlab, clab, ref, ctl in _comparisons(results, reference):
         pair = _paired(ref, ctl)
