@@ -577,9 +577,7 @@ def _one_comparison(pair: pd.DataFrame, ep: Endpoint, task: str) -> dict:
             stopped = f"undecided on the first 10 seeds: {len(added_pairs)} of {planned} added seeds so far"
     d_all = _units(used, ep) * ep.unit
     r, c = used[f"{ep.column}_r"].to_numpy(float), used[f"{ep.column}_c"].to_numpy(float)
-    wins = (d_all < 0) if (ep.log and not ep.higher_is_better) else (d_all > 0)
-    if not ep.higher_is_better and not ep.log:
-        wins = d_all < 0
+    wins = (d_all > 0) if ep.higher_is_better else (d_all < 0)
     score = float(wins.sum() + 0.5 * (d_all == 0).sum())
     low, high = stats.wilson_interval(score, len(used)) if len(used) else (math.nan, math.nan)
     reference_value = float(np.exp(np.log(r).mean())) if ep.log else float(r.mean())
