@@ -7,7 +7,8 @@ Another CPU rounds differently from the first step (`llamanat verify` checks tha
 difference stays rounding-sized early on); after a few hundred steps two such runs are
 different trajectories from the same seed, data and code. Whether a seed escapes its
 plateau can then differ, and with it a time to solve. This compares, run for run, whether
-each solved and when, and then every verdict of `comparisons.verdicts`: a decision that flips
+each solved and when, and then every verdict (`comparisons.verdicts` and `comparisons.decide`
+on the first ten seeds): a decision that flips
 between two CPUs rests on rounding, not on the mechanism.
 """
 from __future__ import annotations
@@ -69,21 +70,30 @@ def main() -> None:
         agree, differ = by_row[(task, regime), True], by_row[(task, regime), False]
         print(f"  {task:8s} {regime:6s}: solved-or-not agrees in {agree} of {agree + differ} runs")
 
-    va, vb = comparisons.verdicts(frame(p, ours)), comparisons.verdicts(frame(p, theirs))
+    fa, fb = frame(p, ours), frame(p, theirs)
+    procedures = (("verdicts (second edition: log-rank, bootstrap)", comparisons.verdicts),
+                  ("decisions on seeds 0-9 (paired exact tests; the stage-1 rule)", comparisons.decide))
+    for title, decide in procedures:
+        compare_verdicts(title, decide(fa), decide(fb))
+
+
+def compare_verdicts(title: str, va, vb) -> None:
     key = ["measurement", "comparison", "task", "regime", "metric"]
     m = va.merge(vb, on=key, suffixes=("_committed", "_other"))
     flips = m[m.verdict_committed != m.verdict_other]
-    print(f"\nverdicts: {len(m)} comparisons; the same verdict on both CPUs in {len(m) - len(flips)}")
+    print(f"\n{title}: {len(m)} comparisons; the same verdict on both CPUs in {len(m) - len(flips)}")
     for name, v in (("committed", va), ("other", vb)):
         counts = v.groupby(["regime", "verdict"]).size()
         print(f"  {name:9s} " + "; ".join(f"{reg} {verd} {n}" for (reg, verd), n in counts.items()))
+    if "stopped" in m:
+        moved = m[m.stopped_committed != m.stopped_other]
+        print(f"  the stage-1 rule decides alike on {len(m) - len(moved)} of {len(m)}")
     if len(flips):
-        print("\ncomparisons whose verdict differs (Holm p committed -> other):")
+        print("  comparisons whose verdict differs (Holm p committed -> other):")
         for r in flips.itertuples():
             print(f"  {r.comparison:28s} {r.task:8s} {r.regime:6s} {r.metric:18s} "
                   f"{r.verdict_committed} -> {r.verdict_other}  "
                   f"(p {r.p_holm_committed:.3g} -> {r.p_holm_other:.3g})")
-
 
 if __name__ == "__main__":
     main()

@@ -117,6 +117,7 @@ def cmd_study(args) -> int:
         WEIGHTS_DIR,
         plan,
         run_study,
+        study_plan,
         unique_runs,
         write_summary,
     )
@@ -163,10 +164,16 @@ def cmd_study(args) -> int:
         _kv_timing(force="kv_cache" in (args.only or ()))
     if not measurements:
         return 0
-    p = plan(measurements, seeds, budget, compile)
+    whole = set(measurements) == set(MEASUREMENTS) and seeds == SEEDS and not args.quick
+    if args.added_seeds and not whole:
+        print("llamanat study: error: --added-seeds extends the whole study (no --only, --seeds or "
+              "--quick)", file=sys.stderr)
+        return 2
+    p = (study_plan(cache_dir, budget, compile, train_added=args.added_seeds) if whole
+         else plan(measurements, seeds, budget, compile))
     weights_dir = WEIGHTS_DIR if cache_dir.resolve() == STUDY_DIR.resolve() else cache_dir / "weights"
     entries = run_study(unique_runs(p), cache_dir, args.workers, weights_dir=weights_dir,
-                        executor=args.executor, **options)
+                        executor=args.executor, interleave=not args.added_seeds, **options)
     if set(measurements) == set(MEASUREMENTS):
         write_summary(p, entries, cache_dir)
         print(f"study: summary written to {cache_dir / 'results.csv'} and {cache_dir / 'curves.csv'}",
@@ -282,6 +289,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the cap of steps (with --quick or --cache-dir)")
     p.add_argument("--cache-dir", default=None, help="where run files go (default artifacts/study)")
     p.add_argument("--list", action="store_true", help="list the runs and their keys, run nothing")
+    p.add_argument("--added-seeds", action="store_true",
+                   help="also train the seeds 10-39 that the stage-1 rule adds to comparisons left "
+                        "undecided by seeds 0-9 (hours; resumable)")
     p.set_defaults(func=cmd_study)
 
     p = sub.add_parser("verify", help="check committed runs against this code on this CPU",

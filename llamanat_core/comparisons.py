@@ -14,11 +14,12 @@ study again with one seed fewer, so its Holm families are the study's too.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from . import stats
+from . import sequential, stats
 from .report import steps_text
 from .stats import (
     ALPHA,
@@ -100,16 +101,20 @@ def runs_table(results: pd.DataFrame) -> pd.DataFrame:
     if "regime" not in df:
         df = df.assign(regime="finite")
     ident = ["run", "task", "variant", "regime", "seed", "answer", "rope_theta",
-             "solve_step", "censored", "stop_step"]
+             "solve_step", "censored", "stop_step", "steps"]
     final = df[df["final"].astype(bool)]
     out = final[ident + ["step", *METRIC_COLUMNS]].rename(columns={"step": "checkpoint"})
-    stop = df[df["at_stop"].astype(bool)][["run", "test_acc"]].rename(columns={"test_acc": "stop_acc"})
+    stop = df[df["at_stop"].astype(bool)][["run", "test_acc", "test_acc_8", "test_acc_12"]].rename(
+        columns={"test_acc": "stop_acc", "test_acc_8": "stop_acc_8", "test_acc_12": "stop_acc_12"})
     out = out.merge(stop, on="run", how="left")
     censored = out["censored"].astype(bool)
     if (~censored & out["solve_step"].isna()).any():
         raise ValueError("a run is neither censored nor has a solve step")
     out["censored"] = censored
     out["time"] = np.where(censored, out["stop_step"], out["solve_step"]).astype(float)
+    # time to solve restricted to the cap: observed for every run (a run is censored only at the cap)
+    capped = np.where(censored, out["steps"], out["solve_step"])
+    out["time_capped"] = np.minimum(capped, out["steps"]).astype(float)
     return out.reset_index(drop=True)
 
 
@@ -207,8 +212,12 @@ def _accuracy(pair: pd.DataFrame, col: str, task: str, seed: int) -> dict:
             "test": TESTS["accuracy"], "equivalence": (-EQUIVALENCE_MARGIN, EQUIVALENCE_MARGIN)}
 
 
-def verdicts(results: pd.DataFrame, reference: str = "llama", seed: int = 0) -> pd.DataFrame:
-    """Every control-vs-reference comparison of the study with its effect, test and verdict.
+def verdicts(results: pd.DataFrame, reference: str = "llama", seed: int = 0,
+             seeds=sequential.FIRST_SEEDS) -> pd.DataFrame:
+    """Every control-vs-reference comparison of the study with its effect, test and verdict,
+    by the second edition's procedure (log-rank, bootstrap intervals) on `seeds` (the first
+    ten: the seeds added later belong to `decide`; results holding none of `seeds`, such as a
+    reader's own runs on other seeds, are taken whole).
 
     `results` is the tidy results frame (one row per measurement, run, checkpoint).
     Comparisons: "matrix" — every variant against `reference`, per task and regime;
@@ -231,6 +240,8 @@ def verdicts(results: pd.DataFrame, reference: str = "llama", seed: int = 0) -> 
     the first Holm step (p_min < 0.05 / family size). A comparison that cannot reach the
     level is never `better` or `worse`. See `verdict` for the order of the rules.
     """
+    keep = results.seed.isin(seeds)
+    results = results[keep] if keep.any() else results
     rows = []
     for measurement, task, regime, label, rlab, clab, ref, ctl in _comparisons(results, reference):
         pair = _paired(ref, ctl)
@@ -495,9 +506,9 @@ def leave_one_out(results: pd.DataFrame, control: str, task: str, regimes=REGIME
     """One control's verdicts decided again with each seed left out: a verdict that changes
     when one seed goes is one seed from the line.
 
-    For each seed of `seeds` (default: every seed of `results`, in order) all of that
-    seed's runs are dropped, from every row, so each Holm family is still the study's less
-    that seed, and `verdicts` decides again; nothing else changes. `regimes` and `metrics`
+    For each seed of `seeds` (default: every seed `verdicts` decides on, in order) all of
+    that seed's runs are dropped, from every row, so each Holm family is still the study's
+    less that seed, and `verdicts` decides again; nothing else changes. `regimes` and `metrics`
     (base names, as in `select`) say which of the control's verdict rows are kept.
 
     One row per left-out seed (index `left_out`, in the order of `seeds`); columns
@@ -507,7 +518,10 @@ def leave_one_out(results: pd.DataFrame, control: str, task: str, regimes=REGIME
     the same."""
     regimes = [regimes] if isinstance(regimes, str) else list(regimes)
     metrics = [metrics] if isinstance(metrics, str) else list(metrics)
-    seeds = sorted(results.seed.unique()) if seeds is None else list(seeds)
+    if seeds is None:  # the seeds `verdicts` reads: its first ten, or all when it holds none of them
+        first = results.seed.isin(sequential.FIRST_SEEDS)
+        seeds = sorted((results[first] if first.any() else results).seed.unique())
+    seeds = list(seeds)
     rows = {}
     for seed in seeds:
         without = verdicts(results[results.seed != seed])
@@ -518,3 +532,215 @@ def leave_one_out(results: pd.DataFrame, control: str, task: str, regimes=REGIME
     out = pd.DataFrame([rows[s] for s in seeds], index=pd.Index(seeds, name="left_out"),
                        columns=columns)
     return out.sort_index(axis=1)  # sorted columns: selecting (regime, metric) warns otherwise
+
+
+# ---------------------------------------------------------------- endpoints fixed in advance
+
+@dataclass(frozen=True)
+class Endpoint:
+    """What one question is decided on: a per-run column, compared seed by seed.
+
+    Differences are taken in integer `unit`s so the sign-flip tests count exactly: a log
+    ratio in hundredths (speed; a rounding of at most 0.5 % of the ratio) or an accuracy in
+    items of the 200. `margin` is the equivalence margin on that scale: the ratio 0.8–1.25
+    as logs, or ±0.15 accuracy.
+    """
+    name: str
+    column: str
+    unit: float
+    log: bool
+    higher_is_better: bool
+    margin: float
+    n_pairs: int = 4
+    primary: bool = True
+    first_seeds_only: bool = False
+
+
+SPEED = Endpoint("speed", "time_capped", 0.01, True, False, math.log(1.25))
+LENGTH_8 = Endpoint("length_8", "stop_acc_8", 1 / stats.N_ITEMS, False, True, 0.15, n_pairs=8)
+LENGTH_12 = Endpoint("length_12", "stop_acc_12", 1 / stats.N_ITEMS, False, True, 0.15, n_pairs=12)
+ACC_1200 = Endpoint("test_acc@1200", "test_acc", 1 / stats.N_ITEMS, False, True, 0.15,
+                    primary=False, first_seeds_only=True)
+ENDPOINTS = {e.name: e for e in (SPEED, LENGTH_8, LENGTH_12, ACC_1200)}
+
+QUESTIONS = {
+    "matrix": (SPEED, ACC_1200),
+    "length": (LENGTH_8, LENGTH_12),
+    "sweep": (SPEED, LENGTH_8, LENGTH_12, ACC_1200),
+    "alphabet": (SPEED, LENGTH_8, ACC_1200),
+}
+"""Per measurement, the endpoints it is decided on (primary) and reported on (secondary).
+Speed of learning: the time to solve restricted to the cap, min(solve step, cap), which
+every run observes; generalisation to longer contexts: accuracy at 8 and 12 pairs at each
+run's last step. Accuracy at 1,200 steps stays as a secondary, on the first ten seeds, for
+the comparison with the earlier published study."""
+
+DESIGN_TEST = ("paired exact sign-flip, two stages combined by the inverse-normal method "
+               "(seeds 0–9, then 10–39 where undecided)")
+FIXED_TEST = "paired exact sign-flip on seeds 0–9"
+
+DECISION_COLUMNS = [
+    "measurement", "comparison", "task", "regime", "metric", "primary", "reference", "control",
+    "n", "reference_value", "control_value", "effect", "ci_low", "ci_high", "margin_low",
+    "margin_high", "p", "p_holm", "level", "test", "verdict", "stopped", "prob_better",
+    "prob_better_low", "prob_better_high", "seeds_needed", "reference_arm", "control_arm"]
+
+
+def _units(pair: pd.DataFrame, ep: Endpoint) -> np.ndarray:
+    """Per-seed differences control − reference in integer units of the endpoint."""
+    r, c = pair[f"{ep.column}_r"].to_numpy(float), pair[f"{ep.column}_c"].to_numpy(float)
+    d = (np.log(c) - np.log(r)) if ep.log else (c - r)
+    return np.round(d / ep.unit).astype(np.int64)
+
+
+def _bounds(ep: Endpoint, pair: pd.DataFrame) -> tuple[int, int]:
+    """The range a mean difference can take, in units: ±1 accuracy, or ± log(cap / first evaluation)."""
+    if ep.log:
+        cap = float(pair.steps_r.max())
+        top = int(math.ceil(math.log(cap / 100.0) / ep.unit)) + 1
+    else:
+        top = int(round(1 / ep.unit))
+    return -top, top
+
+
+def _arm(g: pd.DataFrame) -> tuple:
+    first = g.iloc[0]
+    return (first.task, first.variant, first.regime, float(first.rope_theta), first.answer)
+
+
+def _both_at_chance(pair: pd.DataFrame, ep: Endpoint, task: str) -> bool:
+    if ep.name == "speed":
+        nobody = bool(pair.censored_r.all() and pair.censored_c.all())
+        return nobody and at_chance(pair.stop_acc_r.mean(), task) and at_chance(pair.stop_acc_c.mean(), task)
+    return at_chance(pair[f"{ep.column}_r"].mean(), task, ep.n_pairs) and \
+        at_chance(pair[f"{ep.column}_c"].mean(), task, ep.n_pairs)
+
+
+def _one_comparison(pair: pd.DataFrame, ep: Endpoint, task: str) -> dict:
+    """Everything about one comparison that does not depend on the rest of its family."""
+
+    pair = pair[pair[f"{ep.column}_r"].notna() & pair[f"{ep.column}_c"].notna()]
+    first_pairs = pair[pair.seed.isin(sequential.FIRST_SEEDS)]
+    added_pairs = pair[pair.seed.isin(sequential.ADDED_SEEDS)]
+    chance = _both_at_chance(first_pairs, ep, task)
+    first = _units(first_pairs, ep)
+    pending = False
+    if ep.first_seeds_only:
+        used, added, stopped = first_pairs, None, "secondary: the first 10 seeds only"
+    else:
+        go_on, stopped = sequential.continues(first, both_at_chance=chance,
+                                              margin=(-ep.margin / ep.unit, ep.margin / ep.unit))
+        # Stage 2 counts only once all its seeds are in: a look at part of it would be a
+        # third look the design does not pay for. Until then the row shows stage 1.
+        planned = len(sequential.ADDED_SEEDS)
+        pending = go_on and len(added_pairs) < planned
+        added = _units(added_pairs, ep) if go_on and not pending else None
+        used = pd.concat([first_pairs, added_pairs]) if added is not None else first_pairs
+        if pending:
+            stopped = f"undecided on the first 10 seeds: {len(added_pairs)} of {planned} added seeds so far"
+    d_all = _units(used, ep) * ep.unit
+    r, c = used[f"{ep.column}_r"].to_numpy(float), used[f"{ep.column}_c"].to_numpy(float)
+    wins = (d_all > 0) if ep.higher_is_better else (d_all < 0)
+    score = float(wins.sum() + 0.5 * (d_all == 0).sum())
+    low, high = stats.wilson_interval(score, len(used)) if len(used) else (math.nan, math.nan)
+    reference_value = float(np.exp(np.log(r).mean())) if ep.log else float(r.mean())
+    control_value = float(np.exp(np.log(c).mean())) if ep.log else float(c.mean())
+    return {"n": len(used), "reference_value": reference_value, "control_value": control_value,
+            "p": sequential.p_value(first, added), "both_at_chance": chance, "stopped": stopped,
+            "_pending": (not ep.first_seeds_only) and pending,
+            "prob_better": score / len(used) if len(used) else math.nan, "prob_better_low": low,
+            "prob_better_high": high, "_first": first, "_added": added, "_bounds": _bounds(ep, pair),
+            "_mean": float(d_all.mean()), "_sd": float(d_all.std(ddof=1)) if len(d_all) > 1 else math.nan,
+            "test": FIXED_TEST if ep.first_seeds_only else DESIGN_TEST}
+
+
+def _finish(row: dict, ep: Endpoint) -> dict:
+    """The interval at the row's Holm level, and the verdict read off it."""
+
+    lo, hi = sequential.interval(row["_first"], row["_added"], row["level"], row["_bounds"])
+    m = ep.margin / ep.unit
+    if row["both_at_chance"]:
+        verdict = "both at chance"
+    elif lo > 0 or hi < 0:
+        control_higher = lo > 0
+        verdict = "better" if control_higher == ep.higher_is_better else "worse"
+    elif -m < lo and hi < m:
+        verdict = "equivalent"
+    else:
+        verdict = "undecided"
+    scale = (lambda k: math.exp(k * ep.unit)) if ep.log else (lambda k: k * ep.unit)
+    needed = math.nan
+    if verdict == "undecided":
+        needed = stats.seeds_for_power(row["_mean"], row["_sd"], row["level"])
+    return {"effect": scale(row["_mean"] / ep.unit), "ci_low": scale(lo), "ci_high": scale(hi),
+            "margin_low": scale(-m), "margin_high": scale(m), "verdict": verdict, "seeds_needed": needed}
+
+
+def decide(results: pd.DataFrame, reference: str = "llama") -> pd.DataFrame:
+    """Every comparison of the study decided on the endpoints fixed in `QUESTIONS`.
+
+    Per comparison: the paired per-seed differences; stage 1 (seeds 0–9) and, where the
+    rule of `sequential.continues` sent it on, the added seeds; the design's exact p; Holm
+    within each family (measurement × task × regime × endpoint), which gives each row the
+    level it is tested at (`level`); the interval of the effect inverted from the same test
+    at that level; and the verdict read off the interval (`better`/`worse` when it excludes
+    no difference, `equivalent` when it lies inside the margin, `both at chance`,
+    `undecided`). Speed effects are ratios control / reference of the restricted time to
+    solve (geometric means over seeds; below 1 the control learns sooner), accuracy effects
+    differences. `prob_better` is the chance the control beats the reference on a new seed
+    (ties half) with a Wilson interval; `seeds_needed` the seeds per arm for 80 % power at
+    the observed effect, for an undecided row. A family in which every row is at chance is
+    one row, verdict `not learned`.
+    """
+    rows = []
+    for measurement, task, regime, label, rlab, clab, ref, ctl in _comparisons(results, reference):
+        pair = _paired(ref, ctl)
+        if pair.empty:
+            continue
+        for ep in QUESTIONS[measurement]:
+            row = _one_comparison(pair, ep, task)
+            rows.append({"measurement": measurement, "comparison": label, "task": task, "regime": regime,
+                         "metric": ep.name, "primary": ep.primary, "reference": rlab, "control": clab,
+                         "reference_arm": _arm(ref), "control_arm": _arm(ctl), **row})
+    if not rows:
+        return pd.DataFrame(columns=DECISION_COLUMNS)
+    df = pd.DataFrame(rows)
+    family = ["measurement", "task", "regime", "metric"]
+    # A row still waiting for its added seeds holds its place in the family with p = 1
+    # (it cannot make another row's step easier) and is shown at the stage-1 level, where
+    # the rule that sent it on says its interval neither excludes 0 nor fits the margin.
+    holm_p = df.p.where(~df._pending, 1.0)
+    df["level"] = holm_p.groupby([df[c] for c in family], sort=False).transform(
+        lambda p: pd.Series(stats.holm_levels(p), index=p.index))
+    df["p_holm"] = holm_p.groupby([df[c] for c in family], sort=False).transform(
+        lambda p: pd.Series(holm(p), index=p.index)).where(~df._pending)
+    df.loc[df._pending, "level"] = sequential.ALPHA_FIRST
+    finished = [_finish(r, ENDPOINTS[r["metric"]]) for r in df.to_dict("records")]
+    df = pd.concat([df, pd.DataFrame(finished, index=df.index)], axis=1)
+    return _not_learned(df[DECISION_COLUMNS + ["both_at_chance"]], family)
+
+
+def _not_learned(df: pd.DataFrame, family: list[str]) -> pd.DataFrame:
+    """A family whose every comparison is at chance becomes one row: nothing learned it."""
+    out = []
+    for _, g in df.groupby(family, sort=False):
+        if len(g) > 1 and g.both_at_chance.all():
+            first = g.iloc[0].copy()
+            first["comparison"], first["control"] = "every control", "every control"
+            first["verdict"], first["stopped"] = "not learned", "no row learns within the cap"
+            for c in ("effect", "ci_low", "ci_high", "p", "p_holm", "prob_better", "prob_better_low",
+                      "prob_better_high", "seeds_needed", "control_value"):
+                first[c] = math.nan
+            out.append(first.to_frame().T)
+        else:
+            out.append(g)
+    return pd.concat(out).drop(columns="both_at_chance").reset_index(drop=True)
+
+
+def added_seed_arms(decisions: pd.DataFrame) -> list[tuple]:
+    """The rows (task, variant, regime, rope_theta, answer) that the stage-1 rule sends on
+    to the added seeds: both rows of every primary comparison undecided on its first ten."""
+    undecided = decisions.stopped.str.startswith("undecided on the first")
+    go = decisions[decisions.primary.astype(bool) & undecided]
+    arms = {a for pair in zip(go.reference_arm, go.control_arm) for a in pair}
+    return sorted(arms)

@@ -457,7 +457,74 @@ def test_leave_one_out_keeps_the_study_families_and_its_shape_with_no_seed(resul
     assert set(loo.columns.get_level_values("metric")) == {"time_to_solve", "test_acc"}
     tts = loo["finite", "time_to_solve"]
     assert (tts.verdict == "worse").all() and (tts.n == 9).all()  # postnorm never solves
+    later = results[results.measurement == "matrix"].assign(seed=lambda d: d.seed + 10)  # seeds 10-19
+    default = comparisons.leave_one_out(pd.concat([results[results.measurement == "matrix"], later]),
+                                        "postnorm", "recall", "finite", "test_acc", measurement="matrix")
+    assert list(default.index) == list(range(10))  # the seeds verdicts decides on: the first ten
     none = comparisons.leave_one_out(results, "postnorm", "recall", "finite", measurement="matrix", seeds=[])
     assert none.empty and list(none.columns) == list(loo.columns)
     both = comparisons.leave_one_out(results, "postnorm", "recall", measurement="matrix", seeds=[])
     assert list(both["fresh", "test_acc"].verdict) == []
+
+
+# ---------------------------------------------------------------- the third edition's decisions
+
+@pytest.fixture(scope="module")
+def decided(committed_results):
+    return comparisons.decide(committed_results)
+
+
+def test_decide_has_every_column_and_agrees_with_itself(decided):
+    assert list(decided.columns) == comparisons.DECISION_COLUMNS
+    rows = decided[decided.verdict.isin(["better", "worse", "equivalent", "undecided"])]
+    finite = rows[["ci_low", "ci_high", "effect"]].to_numpy(float)
+    assert np.isfinite(finite).all()
+    for r in rows.itertuples():
+        null = 1.0 if r.metric == "speed" else 0.0
+        excludes = r.ci_low > null or r.ci_high < null
+        assert excludes == (r.verdict in ("better", "worse")) == (r.p <= r.level), r
+        assert (r.margin_low < r.ci_low and r.ci_high < r.margin_high) == (r.verdict == "equivalent"), r
+        assert r.ci_low <= r.effect <= r.ci_high, r
+        if r.metric == "speed":
+            assert r.ci_low > 0  # a ratio never reaches 0
+        else:
+            assert -1 <= r.ci_low and r.ci_high <= 1  # an accuracy gap stays in [-1, 1]
+
+
+def test_decide_direction_and_margins(decided):
+    abs_pos = decided[(decided.control == "abs_pos") & (decided.metric == "speed")
+                      & (decided.task == "addition") & (decided.regime == "finite")].iloc[0]
+    assert abs_pos.verdict == "better" and abs_pos.effect < 1 and abs_pos.ci_high < 1
+    speed = decided[decided.metric == "speed"].iloc[0]
+    assert (speed.margin_low, speed.margin_high) == pytest.approx((0.8, 1.25))
+    acc = decided[decided.metric == "length_8"].iloc[0]
+    assert (acc.margin_low, acc.margin_high) == pytest.approx((-0.15, 0.15))
+
+
+def test_rows_waiting_for_added_seeds_are_undecided_at_the_stage_one_level(decided):
+    waiting = decided[decided.stopped.str.contains("added seeds so far")]
+    if waiting.empty:
+        pytest.skip("every added seed is in")
+    assert (waiting.verdict == "undecided").all() and (waiting.level == 0.005).all()
+    assert waiting.p_holm.isna().all()
+
+
+def test_a_family_nobody_learns_is_one_row(decided):
+    nobody = decided[decided.verdict == "not learned"]
+    assert len(nobody) >= 1 and (nobody.comparison == "every control").all()
+    family = ["measurement", "task", "regime", "metric"]
+    assert not decided[family].merge(nobody[family]).duplicated().any()
+
+
+def test_added_seed_plan_follows_the_rule(decided):
+    from llamanat_core.study.plan import added_seed_plan, arm
+
+    arms = comparisons.added_seed_arms(decided)
+    undecided = decided[decided.stopped.str.startswith("undecided on the first") & decided.primary]
+    assert set(undecided.reference_arm) | set(undecided.control_arm) == set(arms)
+    decided_early = decided[decided.stopped == "decided on the first 10 seeds"]
+    only_there = set(decided_early.control_arm) - set(arms)
+    runs = {r.key: r for rs in added_seed_plan(arms).values() for r in rs}.values()
+    assert {arm(r) for r in runs} == set(arms) and not ({arm(r) for r in runs} & only_there)
+    assert all(10 <= r.seed < 40 and not r.keeps_weights for r in runs)
+    assert len(runs) == 30 * len(arms)

@@ -25,6 +25,7 @@ from .plan import (
     STUDY_VERSION,
     THETAS,
     Run,
+    added_seed_plan,
     plan,
     unique_runs,
 )
@@ -38,13 +39,14 @@ from .results import (
     load_curves,
     load_results,
     run_study,
+    study_plan,
     summary_path,
     write_summary,
 )
 
 __all__ = ["STUDY_DIR", "WEIGHTS_DIR", "check_entry", "environment", "execute", "load_entry",
            "load_weights", "run_path", "store", "weights_path", "weights_step", "ALPHABET_VARIANTS",
-           "EXTRAPOLATE",
+           "EXTRAPOLATE", "added_seed_plan",
            "MEASUREMENTS", "SEEDS", "STUDY_VERSION", "THETAS", "Run", "plan", "unique_runs",
            "FRESH_DIR", "fresh_runs_dir", "chapter_curves", "chapter_results", "curves_frame", "frame",
-           "load_curves", "load_results", "run_study", "summary_path", "write_summary"]
+           "load_curves", "load_results", "run_study", "study_plan", "summary_path", "write_summary"]

@@ -71,7 +71,7 @@ class Run:
         """Trained weights kept for chapters that look inside a model (attention maps,
         the learned position table, cached generation): the reference and the learned
         table, both tasks, every seed, finite regime, name answers."""
-        return (self.variant in WEIGHT_VARIANTS and self.regime == "finite"
+        return (self.variant in WEIGHT_VARIANTS and self.regime == "finite" and self.seed in SEEDS
                 and not self.overrides and self.spec.answer == "name")
 
     def record(self) -> dict:
@@ -169,3 +169,27 @@ def unique_runs(p: dict[str, list[Run]]) -> list[Run]:
 def fingerprint_run() -> Run:
     """The short eager run whose first losses fingerprint STUDY_VERSION."""
     return Run("addition", "llama", 0, budget=Budget.for_steps(12), compile=False)
+
+
+def arm(run: Run) -> tuple:
+    """The row a run belongs to: (task, variant, regime, rope_theta, answer)."""
+    return (run.task, run.variant, run.regime, float(run.config.rope_theta), run.spec.answer)
+
+
+def added_seed_plan(arms, budget: Budget = Budget(), compile: bool = True) -> dict[str, list[Run]]:
+    """The added seeds of the rows in `arms` (see `llamanat_core.sequential`), under the
+    measurements those rows belong to, row by row: a row's seeds run together, so
+    comparisons complete one after another rather than all at the end."""
+    from ..sequential import ADDED_SEEDS
+
+    arms = set(arms)
+    full = plan(seeds=ADDED_SEEDS, budget=budget, compile=compile)
+    return {m: [r for r in runs if arm(r) in arms] for m, runs in full.items()}
+
+
+def merge_plans(*plans: dict[str, list[Run]]) -> dict[str, list[Run]]:
+    out: dict[str, list[Run]] = {}
+    for p in plans:
+        for m, runs in p.items():
+            out.setdefault(m, []).extend(runs)
+    return out

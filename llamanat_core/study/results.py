@@ -14,19 +14,20 @@ from pathlib import Path
 from ..config import VARIANTS
 from ..train import Budget
 from ..util import atomic_write_text
-from .cache import ROOT, STUDY_DIR, WEIGHTS_DIR, load_entry, store
+from .cache import ROOT, STUDY_DIR, WEIGHTS_DIR, load_entry, run_path, store
 from .executors import EXECUTORS
-from .plan import MEASUREMENTS, SEEDS, Run, interleave_graphs, plan, unique_runs
+from .plan import MEASUREMENTS, SEEDS, Run, added_seed_plan, interleave_graphs, merge_plans, plan, unique_runs
 
 
 def run_study(runs: list[Run], cache_dir: Path = STUDY_DIR, workers: int = 1,
               weights_dir: Path | None = None, progress: bool = True,
-              executor: str = "local", **executor_options) -> dict[str, dict]:
+              executor: str = "local", interleave: bool = True, **executor_options) -> dict[str, dict]:
     """Train what is not cached and store each result as it arrives; return all entries.
 
     Kept weights go to `weights_dir`; by default the committed study's folder for the
     committed study, and `cache_dir/weights` for any other cache (so a scratch study
-    never writes into the repository)."""
+    never writes into the repository). `interleave=False` keeps the runs' order (the
+    added seeds run row by row) instead of spreading each compiled graph's runs."""
     from tqdm.auto import tqdm
 
     if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
@@ -37,7 +38,8 @@ def run_study(runs: list[Run], cache_dir: Path = STUDY_DIR, workers: int = 1,
     if weights_dir is None:
         weights_dir = WEIGHTS_DIR if cache_dir.resolve() == STUDY_DIR.resolve() else cache_dir / "weights"
     entries = {r.key: e for r in runs if (e := load_entry(cache_dir, r, weights_dir)) is not None}
-    todo = interleave_graphs([r for r in runs if r.key not in entries])
+    todo = [r for r in runs if r.key not in entries]
+    todo = interleave_graphs(todo) if interleave else todo
     say = (lambda msg: print(f"study: {msg}", file=sys.stderr)) if progress else (lambda msg: None)
     if not todo:
         say(f"all {len(runs)} runs are cached in {cache_dir}; nothing left to run")
@@ -56,6 +58,29 @@ def run_study(runs: list[Run], cache_dir: Path = STUDY_DIR, workers: int = 1,
         bar.close()
     say(f"ran {len(todo)} runs in {time.perf_counter() - t0:.0f} s")
     return entries
+
+
+def study_plan(cache_dir: Path = STUDY_DIR, budget: Budget = Budget(), compile: bool = True,
+               train_added: bool = False) -> dict[str, list[Run]]:
+    """The whole study: the first ten seeds of every row, plus the seeds the stage-1 rule
+    adds to the rows it leaves undecided (`comparisons.added_seed_arms`, decided on the
+    first ten seeds alone). Added runs count only once cached, unless `train_added`: a
+    plain `llamanat study` (and `make book`) never starts hours of added runs."""
+    from ..comparisons import added_seed_arms, decide
+
+    first = plan(MEASUREMENTS, SEEDS, budget, compile)
+    runs = unique_runs(first)
+    entries = {r.key: e for r in runs if (e := load_entry(cache_dir, r, _weights_dir(cache_dir))) is not None}
+    if len(entries) < len(runs):
+        return first  # the rule reads a complete first stage
+    added = added_seed_plan(added_seed_arms(decide(frame(first, entries))), budget, compile)
+    if not train_added:
+        added = {m: [r for r in rs if run_path(cache_dir, r).exists()] for m, rs in added.items()}
+    return merge_plans(first, added)
+
+
+def _weights_dir(cache_dir: Path) -> Path:
+    return WEIGHTS_DIR if Path(cache_dir).resolve() == STUDY_DIR.resolve() else Path(cache_dir) / "weights"
 
 
 # ---------------------------------------------------------------- results as pandas

@@ -1,0 +1,100 @@
+"""The two-stage design and the exact tests it rests on: constructed cases with known answers."""
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from llamanat_core import sequential, stats
+
+
+def brute_tails(v):
+    """P(S* >= S) and P(S* <= S) by listing every sign pattern."""
+    v = np.asarray(v)
+    sums = [np.dot(s, np.abs(v)) for s in itertools.product((-1, 1), repeat=len(v))]
+    s = v.sum()
+    return np.mean([x >= s for x in sums]), np.mean([x <= s for x in sums])
+
+
+@pytest.mark.parametrize("v", [[3], [1, 1, 1], [2, -1, 0], [5, -3, 2, 2, 0, -7, 1], [0, 0],
+                               [4, 4, -4, 1, 9, -2]])
+def test_sign_flip_tails_count_every_pattern(v):
+    assert stats.sign_flip_tails(v) == pytest.approx(brute_tails(v), abs=1e-15)
+
+
+def test_sign_flip_tails_unanimous_forty_seeds_and_bad_input():
+    up, down = stats.sign_flip_tails(np.ones(40, dtype=int))
+    assert up == 2.0 ** -40 and down == 1.0
+    with pytest.raises(ValueError, match="integer"):
+        stats.sign_flip_tails([0.5, 1.0])
+    with pytest.raises(ValueError, match="no paired"):
+        stats.sign_flip_tails([])
+
+
+def test_holm_levels_reject_exactly_where_holm_does():
+    rng = np.random.default_rng(1)
+    for _ in range(300):
+        p = rng.uniform(0, 0.06, size=rng.integers(1, 9))
+        levels = stats.holm_levels(p)
+        np.testing.assert_array_equal(p <= levels, stats.holm(p) <= stats.ALPHA)
+    # by hand: 0.03 fails its step (0.025), so 0.04 is held to the same level
+    np.testing.assert_allclose(stats.holm_levels([0.03, 0.04]), [0.025, 0.025])
+    np.testing.assert_allclose(stats.holm_levels([0.001, 0.04, 0.2]), [0.05 / 3, 0.025, 0.025])
+
+
+def test_wilson_interval_and_seeds_for_power():
+    lo, hi = stats.wilson_interval(5, 10)
+    assert lo == pytest.approx(1 - hi) and 0.23 < lo < 0.24
+    assert stats.wilson_interval(0, 10)[0] == 0.0 and stats.wilson_interval(10, 10)[1] == pytest.approx(1.0)
+    # effect one standard deviation, two-sided 5 %, 80 % power: (1.96 + 0.84)^2 = 7.85 -> 8
+    assert stats.seeds_for_power(1.0, 1.0, 0.05) == 8.0
+    assert math.isnan(stats.seeds_for_power(0.0, 1.0, 0.05))
+
+
+def test_the_design_constants():
+    assert sequential.MAX_SEEDS == 40 and sequential.W1 ** 2 + sequential.W2 ** 2 == pytest.approx(1)
+    # an early stop is always a Holm rejection in a family of seven
+    assert sequential.ALPHA_FIRST < stats.ALPHA / 7
+
+
+def test_a_comparison_decided_early_is_tested_on_stage_one_alone():
+    first = np.array([5, 6, 7, 4, 8, 5, 6, 9, 3, 7])  # unanimous: p = 2/1,024
+    assert sequential.stops_early(first)
+    assert sequential.stagewise_tails(first, np.array([-50] * 30)) == stats.sign_flip_tails(first)
+
+
+def test_a_continued_comparison_is_ordered_after_every_early_stop():
+    first = np.array([3, -1, 2, 0, 1, -2, 4, 1, 0, 2])
+    assert not sequential.stops_early(first)
+    up, down = sequential.stagewise_tails(first, np.full(30, 5))
+    early = float(__import__("scipy").stats.norm.sf(sequential.C1))
+    assert early < up < 0.01 and down > 0.99  # strong stage 2, yet never below an early stop
+
+
+def test_the_interval_agrees_with_the_test():
+    """0 lies outside exactly when p <= level; inside the margin exactly when both
+    one-sided tests against the margin's ends reject at half the level."""
+    rng = np.random.default_rng(7)
+    for _ in range(40):
+        first = rng.integers(-30, 40, 10)
+        added = rng.integers(-30, 40, 30) if rng.random() < 0.7 else None
+        level = float(rng.choice([0.005, 0.0071, 0.0125, 0.05]))
+        lo, hi = sequential.interval(first, added, level, (-200, 200))
+        p = sequential.p_value(first, added)
+        assert (lo > 0 or hi < 0) == (p <= level)
+        margin = 25
+        shifted = [sequential.stagewise_tails(first - k, None if added is None else added - k)
+                   for k in (-margin, margin)]
+        tost = shifted[0][0] <= level / 2 and shifted[1][1] <= level / 2
+        assert (-margin < lo and hi < margin) == tost
+
+
+def test_the_rule_sends_on_only_what_can_still_be_decided():
+    noisy = np.array([30, -20, 10, -5, 25, -30, 0, 15, -10, 5])
+    assert sequential.continues(noisy, both_at_chance=False, margin=(-10, 10))[0]
+    assert sequential.continues(noisy, both_at_chance=True, margin=(-10, 10)) == (False, "both at chance")
+    assert sequential.continues(np.full(10, 9), both_at_chance=False, margin=(-30, 30)) == \
+        (False, "decided on the first 10 seeds")
+    tight = np.array([1, -1, 0, 1, 0, -1, 1, 0, 0, -1])
+    assert sequential.continues(tight, both_at_chance=False, margin=(-30, 30)) == \
+        (False, "equivalent on the first 10 seeds")
