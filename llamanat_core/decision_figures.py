@@ -36,6 +36,11 @@ METRIC_TITLES = {"speed": "speed (time to solve, ratio)", "length_8": "accuracy 
 MEASUREMENT_TITLES = {"matrix": "each control vs llama", "length": "each control vs llama",
                       "sweep": "RoPE base vs 10,000", "alphabet": "copy vs name answers"}
 PENDING = "added seeds so far"
+SHORT_TITLES = {"speed": "speed", "length_8": "8 pairs", "length_12": "12 pairs",
+                "test_acc@1200": "1,200 steps"}
+STEP_TICKS = (50, 100, 200, 300, 500, 1000, 2000, 3000, 5000, 10000)
+REFERENCE_STYLE = {"color": "#666666", "lw": 1.4, "ls": "--"}
+"""The reference's curve: grey and dashed, apart from every control colour (black included)."""
 
 
 # ---------------------------------------------------------------- what a chapter reads
@@ -343,13 +348,13 @@ def solve_curves_figure(cells: dict, cap: float, reference: str = "reference", c
                 ax.set_axis_off()
                 continue
             ref, ctl = cells[(r, c)]
-            ax.step(grid, 100 * share_solved(ref, grid), where="post", color="black", lw=1.3)
+            ax.step(grid, 100 * share_solved(ref, grid), where="post", **REFERENCE_STYLE)
             ax.step(grid, 100 * share_solved(ctl, grid), where="post", color=colors.get(c, PALETTE[3]), lw=1.6)
-            if notes and (r, c) in notes:
-                ax.text(0.04, 0.95, notes[(r, c)], transform=ax.transAxes, ha="left", va="top", fontsize=7.5,
-                        color=NEUTRAL)
+            if notes and (r, c) in notes:  # above the 100 % line, where no curve goes
+                ax.text(0.03, 0.98, notes[(r, c)], transform=ax.transAxes, ha="left", va="top", fontsize=7.5,
+                        color=CHANCE_COLOR)
             ax.set_xlim(0, cap)
-            ax.set_ylim(-3, 103)
+            ax.set_ylim(-3, 125)
             ax.set_xticks([0, cap / 2, cap])
             ax.xaxis.set_major_formatter(lambda x, _: f"{x:,.0f}")
             ax.set_yticks([0, 50, 100])
@@ -357,9 +362,10 @@ def solve_curves_figure(cells: dict, cap: float, reference: str = "reference", c
                 ax.set_title(c, fontsize=9, color=colors.get(c, "black"))
             if j == 0:
                 ax.set_ylabel(f"{r}\nsolved (%)", fontsize=8.5)
+            if i == len(rows) - 1:
+                ax.set_xlabel("step", fontsize=8.5)
             ax.tick_params(labelsize=7.5)
-    fig.supxlabel("training step (capped)", fontsize=9)
-    handles = [Line2D([], [], color="black", lw=1.3, label=reference),
+    handles = [Line2D([], [], label=reference, **REFERENCE_STYLE),
                Line2D([], [], color=NEUTRAL, lw=1.6, label="control (the column's, in its colour)")]
     fig.legend(handles=handles, loc="outside lower center", ncol=2, fontsize=8.5)
     return fig
@@ -399,7 +405,7 @@ def seed_strip_figure(panels: list[dict], width: float = 10.0):
             values = np.concatenate([ref, ctl])
             lo, hi = values.min() / 1.3, values.max() * 1.3
             ax.set_ylim(lo, hi)
-            ticks = [t for t in (50, 100, 200, 500, 1000, 2000, 5000, 10000) if lo <= t <= hi]
+            ticks = [t for t in STEP_TICKS if lo <= t <= hi]
             ax.yaxis.set_major_locator(mticker.FixedLocator(ticks))
             ax.yaxis.set_minor_locator(mticker.NullLocator())
             ax.yaxis.set_major_formatter(mticker.FuncFormatter(lambda x, _: f"{x:,.0f}"))
@@ -413,6 +419,27 @@ def seed_strip_figure(panels: list[dict], width: float = 10.0):
     return fig
 
 
-__all__ = ["chapter_decisions", "decision_table", "verdict_counts", "effect_text", "signed", "row_label", "forest_figure",
+# ---------------------------------------------------------------- an interval by inversion
+
+def inversion_figure(shifts, pvalues, level: float, interval: tuple[float, float], xlabel: str):
+    """The two-sided p of the shifted differences against the shift, the row's level as a
+    line and the interval (the shifts not rejected) shaded: its ends are where p crosses."""
+    import matplotlib.pyplot as plt
+
+    use_book_style()
+    fig, ax = plt.subplots(figsize=(7.0, 2.8), layout="constrained")
+    ax.axvspan(interval[0], interval[1], color=MARGIN_COLOR, lw=0, label="interval (not rejected)")
+    ax.step(shifts, pvalues, where="mid", color=PALETTE[0], lw=1.4, label="two-sided p of the shifted data")
+    ax.axhline(level, color=PALETTE[3], lw=1.0, ls="--", label="the row's level")
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(lambda y, _: plain(y))
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("p")
+    ax.xaxis.set_major_formatter(lambda x, _: plain(x))
+    ax.legend(loc="lower center", fontsize=8)
+    return fig
+
+
+__all__ = ["inversion_figure", "chapter_decisions", "decision_table", "verdict_counts", "effect_text", "signed", "row_label", "forest_figure",
            "forest_axes", "panel_limits", "ratio_ticks", "plain", "share_solved", "solve_curves_figure",
            "seed_strip_figure", "is_pending", "arm_values", "paired_values", "MINUS"]
