@@ -436,7 +436,7 @@ def inversion_figure(shifts, pvalues, level: float, interval: tuple[float, float
     ax.set_xlabel(xlabel)
     ax.set_ylabel("p")
     ax.xaxis.set_major_formatter(lambda x, _: plain(x))
-    ax.legend(loc="lower center", fontsize=8)
+    ax.legend(loc="upper left", fontsize=8)
     return fig
 
 
