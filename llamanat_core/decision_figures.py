@@ -1,0 +1,445 @@
+"""What the results chapter and the methods appendix show of `comparisons.decide`.
+
+Tables (`decision_table`): one formatted row per comparison, with n, why it stopped, the
+effect and its interval (speed as a ratio ×0.34 [0.18, 0.57], accuracy as a gap in points
+with a real minus sign), the margin, Holm p, P(better) with its interval and, for an
+undecided row, the seeds that would give it 80 % power.
+
+Figures, drawn with the book's style and colour-blind-safe palette (`llamanat_core.plotting`):
+
+- `forest_figure`: the primary endpoints as small multiples, one panel per measurement ×
+  endpoint, every interval inside its panel, the equivalence margin shaded, ratios on a log
+  axis with plain tick labels;
+- `solve_curves_figure`: the share of seeds solved by each step, at most two curves a
+  panel (the reference and one control); the time is capped, so every run is observed;
+- `seed_strip_figure`: per-seed values of a few comparisons, each seed's two runs joined.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from .plotting import CHANCE_COLOR, NEUTRAL, PALETTE, VERDICT_COLORS, chance_line, use_book_style
+
+MINUS = "\u2212"
+RATIO_TICKS = (0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50)
+FINE_RATIO_TICKS = (0.25, 0.4, 0.8, 1.25, 2.5, 4)
+COLORS = dict(VERDICT_COLORS, **{"both at chance": PALETTE[4], "not learned": CHANCE_COLOR})
+"""Verdict colours; at chance is reddish purple here, far from the vermilion of `worse`."""
+MARGIN_COLOR = "#cfe3f2"
+MARGIN_LABEL = "equivalence margin"
+NULL_LABEL = "no difference"
+METRIC_TITLES = {"speed": "speed (time to solve, ratio)", "length_8": "accuracy at 8 pairs",
+                 "length_12": "accuracy at 12 pairs", "test_acc@1200": "accuracy at 1,200 steps"}
+MEASUREMENT_TITLES = {"matrix": "each control vs llama", "length": "each control vs llama",
+                      "sweep": "RoPE base vs 10,000", "alphabet": "copy vs name answers"}
+PENDING = "added seeds so far"
+SHORT_TITLES = {"speed": "speed", "length_8": "8 pairs", "length_12": "12 pairs",
+                "test_acc@1200": "1,200 steps"}
+STEP_TICKS = (50, 100, 200, 300, 500, 1000, 2000, 3000, 5000, 10000)
+REFERENCE_STYLE = {"color": "#666666", "lw": 1.4, "ls": "--"}
+"""The reference's curve: grey and dashed, apart from every control colour (black included)."""
+
+
+# ---------------------------------------------------------------- what a chapter reads
+
+def chapter_decisions(seeds, steps=None, fresh: bool = False):
+    """(results, runs, decisions) of a chapter that shows the study's decisions.
+
+    The committed study is read with every seed it holds, the added ones included, when a
+    chapter asks for the default seeds (the first ten): the rows waiting for added seeds say
+    how many are in. Other seeds, or fresh=True (a reader's own runs, trained through the
+    study runner), are read as asked. `runs` is `comparisons.runs_table`, one row per run."""
+    from . import comparisons
+    from .study import MEASUREMENTS, SEEDS, chapter_results, load_results
+
+    seeds = tuple(seeds)
+    if not fresh and seeds == tuple(SEEDS):
+        seeds = tuple(sorted(int(s) for s in set(load_results().seed)))
+    results = chapter_results(list(MEASUREMENTS), fresh=fresh, seeds=seeds, steps=steps, regime=None)
+    return results, comparisons.runs_table(results), comparisons.decide(results)
+
+
+# ---------------------------------------------------------------- words and numbers
+
+def signed(x: float, digits: int = 1) -> str:
+    """A signed number with a real minus sign: −12.5, +3.0, 0.0."""
+    if x is None or not np.isfinite(x):
+        return "–"
+    text = f"{x:+.{digits}f}"
+    if float(text) == 0:
+        text = f"{0:.{digits}f}"
+    return text.replace("-", MINUS)
+
+
+def is_ratio(metric: str) -> bool:
+    return metric == "speed"
+
+
+def effect_text(row) -> str:
+    """The effect and its interval: ×0.34 [0.18, 0.57] for speed, −12.5 [−20.0, −3.0]
+    points for accuracy; a dash when the row has none (a question nobody learns)."""
+    if not np.isfinite(row.effect):
+        return "–"
+    if is_ratio(row.metric):
+        return f"×{row.effect:.2f} [{row.ci_low:.2f}, {row.ci_high:.2f}]"
+    return f"{signed(100 * row.effect)} [{signed(100 * row.ci_low)}, {signed(100 * row.ci_high)}]"
+
+
+def margin_text(row) -> str:
+    if is_ratio(row.metric):
+        return f"{row.margin_low:.2g}–{row.margin_high:.3g}"
+    return f"±{100 * row.margin_high:.0f}"
+
+
+def value_text(x: float, metric: str) -> str:
+    """A row's value: geometric-mean steps for speed (thousands separated), else a percentage."""
+    if not np.isfinite(x):
+        return "–"
+    return f"{x:,.0f}" if is_ratio(metric) else f"{100 * x:.1f}%"
+
+
+def p_text(p: float) -> str:
+    if p is None or not np.isfinite(p):
+        return "–"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def prob_text(row) -> str:
+    if not np.isfinite(row.prob_better):
+        return "–"
+    return f"{row.prob_better:.2f} [{row.prob_better_low:.2f}, {row.prob_better_high:.2f}]"
+
+
+def seeds_text(x: float) -> str:
+    return f"{x:,.0f}" if x is not None and np.isfinite(x) else "–"
+
+
+def row_label(row) -> str:
+    """A comparison's short name: the control, and task and regime where they vary."""
+    if row.measurement == "sweep":
+        return "base " + row.control.removeprefix("rope_theta=")
+    if row.measurement == "alphabet":
+        return row.comparison.replace(" vs ", " vs ")
+    control = "every control" if row.verdict == "not learned" else row.control
+    if row.measurement == "matrix":
+        return f"{control}, {row.task}, {row.regime}"
+    return f"{control}, {row.regime}"
+
+
+def is_pending(stopped: str) -> bool:
+    return PENDING in str(stopped)
+
+
+def decision_table(decisions: pd.DataFrame, metrics=None, measurements=None) -> pd.DataFrame:
+    """One formatted row per comparison of `decisions` (the frame of `comparisons.decide`):
+    rows of the given metrics (endpoint names) and measurements, in their order."""
+    d = decisions
+    if metrics is not None:
+        d = d[d.metric.isin(metrics)]
+    if measurements is not None:
+        d = d[d.measurement.isin(measurements)]
+    rows = []
+    for r in d.itertuples():
+        rows.append({
+            "measurement": r.measurement, "endpoint": r.metric, "comparison": row_label(r),
+            "n": int(r.n), "reference": value_text(r.reference_value, r.metric),
+            "control": value_text(r.control_value, r.metric),
+            "effect [interval]": effect_text(r), "margin": margin_text(r), "Holm p": p_text(r.p_holm),
+            "P(better) [interval]": prob_text(r), "verdict": r.verdict, "why it stopped": r.stopped,
+            "seeds needed": seeds_text(r.seeds_needed)})
+    cols = ["measurement", "endpoint", "comparison", "n", "reference", "control", "effect [interval]",
+            "margin", "Holm p", "P(better) [interval]", "verdict", "why it stopped", "seeds needed"]
+    out = pd.DataFrame(rows, columns=cols)
+    return out.set_index(["measurement", "endpoint", "comparison"])
+
+
+def verdict_counts(decisions: pd.DataFrame) -> dict:
+    """How many comparisons ended how: decided (better + worse), better, worse,
+    equivalent, undecided, at chance, not learned, and undecided rows whose added seeds
+    are still being trained (pending)."""
+    v = decisions.verdict
+    return {"total": len(decisions), "better": int((v == "better").sum()), "worse": int((v == "worse").sum()),
+            "decided": int(v.isin(["better", "worse"]).sum()), "equivalent": int((v == "equivalent").sum()),
+            "undecided": int((v == "undecided").sum()), "at chance": int((v == "both at chance").sum()),
+            "not learned": int((v == "not learned").sum()),
+            "pending": int(decisions.stopped.map(is_pending).sum())}
+
+
+def arm_values(runs: pd.DataFrame, arm: tuple, column: str) -> pd.Series:
+    """One row's value per seed (indexed by seed) from `comparisons.runs_table`; `arm` is
+    a decision's `reference_arm` or `control_arm`: (task, variant, regime, rope_theta, answer)."""
+    task, variant, regime, theta, answer = arm
+    keep = ((runs.task == task) & (runs.variant == variant) & (runs.regime == regime)
+            & np.isclose(runs.rope_theta, theta) & (runs.answer == answer))
+    g = runs[keep].drop_duplicates("run")
+    return g.set_index("seed")[column].sort_index()
+
+
+def paired_values(runs: pd.DataFrame, row, column: str) -> pd.DataFrame:
+    """The reference and control values of one decision row, seed by seed (the seeds both
+    rows have; a missing value, such as the solve step of a run that never solved, stays NaN)."""
+    ref, ctl = arm_values(runs, row.reference_arm, column), arm_values(runs, row.control_arm, column)
+    return pd.concat({"reference": ref, "control": ctl}, axis=1, join="inner")
+
+
+# ---------------------------------------------------------------- forest of the primary endpoints
+
+def _scale(metric: str):
+    return (lambda x: x) if is_ratio(metric) else (lambda x: 100 * x)
+
+
+def panel_limits(rows: pd.DataFrame, metric: str) -> tuple[float, float]:
+    """x limits holding every interval and the margin of `rows`, with some room: a ratio
+    panel (log axis) pads by a factor, an accuracy panel (points) by a fixed amount."""
+    f = _scale(metric)
+    ends = [f(x) for x in (*rows.ci_low, *rows.ci_high, *rows.margin_low, *rows.margin_high)
+            if np.isfinite(x)]
+    if is_ratio(metric):
+        ends += [1.0]
+        lo, hi = min(ends), max(ends)
+        return lo / 1.3, hi * 1.3
+    ends += [0.0]
+    lo, hi = min(ends), max(ends)
+    return lo - 6, hi + 6
+
+
+def ratio_ticks(lo: float, hi: float) -> list[float]:
+    """Plain ratio ticks inside (lo, hi): 0.5, 1, 2, ...; finer ones on a narrow axis."""
+    ticks = [t for t in RATIO_TICKS if lo <= t <= hi]
+    if len(ticks) < 3:
+        ticks = sorted(set(ticks) | {t for t in FINE_RATIO_TICKS if lo <= t <= hi})
+    return ticks
+
+
+def plain(x: float) -> str:
+    """A tick label as a reader writes it: 0.5, 1, 2, −25 (no 10⁰, no hyphen minus)."""
+    text = f"{x:g}"
+    return text.replace("-", MINUS)
+
+
+def _format_axis(ax, metric: str, limits) -> None:
+    import matplotlib.ticker as mticker
+
+    ax.set_xlim(*limits)
+    if is_ratio(metric):
+        ax.set_xscale("log")
+        ax.xaxis.set_major_locator(mticker.FixedLocator(ratio_ticks(*limits)))
+        ax.xaxis.set_minor_locator(mticker.NullLocator())
+        ax.set_xlabel("control / reference (below 1: control sooner)")
+    else:
+        ax.xaxis.set_major_locator(mticker.MaxNLocator(nbins=5, steps=[1, 2, 2.5, 5, 10]))
+        ax.set_xlabel("control − reference (points)")
+    ax.xaxis.set_major_formatter(mticker.FuncFormatter(lambda x, _: plain(x)))
+
+
+def forest_axes(ax, rows: pd.DataFrame, metric: str, limits, title: str | None = None) -> set[str]:
+    """One panel: a row per comparison, its effect and interval coloured by verdict, the
+    margin shaded, the no-difference line. Returns the verdicts drawn."""
+    f = _scale(metric)
+    drawn = set()
+    y = np.arange(len(rows))[::-1]
+    ax.axvspan(f(rows.margin_low.iloc[0]), f(rows.margin_high.iloc[0]), color=MARGIN_COLOR, lw=0, zorder=0)
+    ax.axvline(1.0 if is_ratio(metric) else 0.0, color="black", lw=0.8, zorder=1)
+    for yi, r in zip(y, rows.itertuples()):
+        if not np.isfinite(r.effect):
+            centre = math.sqrt(limits[0] * limits[1]) if is_ratio(metric) else sum(limits) / 2
+            ax.text(centre, yi, "no row learns within the cap", ha="center", va="center",
+                    fontsize=8, style="italic", color=CHANCE_COLOR)
+            continue
+        color = COLORS[r.verdict]
+        ax.hlines(yi, f(r.ci_low), f(r.ci_high), color=color, lw=2.0, zorder=2)
+        ax.plot(f(r.effect), yi, "o", color=color, ms=4.5, zorder=3)
+        drawn.add(r.verdict)
+    ax.set_yticks(y)
+    ax.set_yticklabels([row_label(r) for r in rows.itertuples()], fontsize=8)
+    ax.set_ylim(-0.7, len(rows) - 0.3)
+    ax.grid(axis="y", visible=False)
+    _format_axis(ax, metric, limits)
+    if title:
+        ax.set_title(title, fontsize=9.5, loc="left")
+    return drawn
+
+
+def forest_legend(fig, verdicts: set[str]):
+    """The legend of what a forest draws: the verdicts drawn, the margin, the null line."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    order = ["better", "worse", "equivalent", "undecided", "both at chance"]
+    handles = [Line2D([], [], color=COLORS[v], marker="o", lw=2.0, ms=4.5, label=v)
+               for v in order if v in verdicts]
+    handles += [Patch(color=MARGIN_COLOR, label=MARGIN_LABEL),
+                Line2D([], [], color="black", lw=0.8, label=NULL_LABEL)]
+    return fig.legend(handles=handles, loc="lower center", ncol=len(handles), bbox_to_anchor=(0.5, 0.0),
+                      fontsize=8.5)
+
+
+def forest_figure(decisions: pd.DataFrame, columns, width: float = 10.0):
+    """The primary endpoints as small multiples. `columns` lists, per column of panels,
+    the (measurement, endpoint) pairs it stacks; a column shares one x axis (so effects
+    compare across its panels) that holds every interval of the column."""
+    import matplotlib.pyplot as plt
+
+    use_book_style()
+    sizes = [[int(((decisions.measurement == m) & (decisions.metric == e)).sum()) for m, e in col]
+             for col in columns]
+    tallest = max(sum(s) + 2.2 * len(s) for s in sizes)
+    fig = plt.figure(figsize=(width, 0.19 * tallest + 1.2), layout="constrained")
+    subs = fig.subfigures(1, len(columns), wspace=0.04)
+    subs = np.atleast_1d(subs)
+    drawn: set[str] = set()
+    for sub, col, size in zip(subs, columns, sizes):
+        ratios = [s + 2.2 for s in size]
+        pad = tallest - sum(ratios)
+        axes = sub.subplots(len(col) + (pad > 0.5), 1, height_ratios=ratios + ([pad] if pad > 0.5 else []))
+        axes = np.atleast_1d(axes)
+        metric = col[0][1]
+        picked = [decisions[(decisions.measurement == m) & (decisions.metric == e)] for m, e in col]
+        limits = panel_limits(pd.concat(picked), metric)
+        for ax, (m, e), rows in zip(axes, col, picked):
+            drawn |= forest_axes(ax, rows, e, limits, f"{METRIC_TITLES[e]}: {MEASUREMENT_TITLES[m]}")
+        for ax in axes[len(col):]:
+            ax.set_axis_off()
+    fig.get_layout_engine().set(h_pad=0.06)
+    forest_legend(fig, drawn)
+    fig.set_figheight(fig.get_figheight() + 0.35)
+    fig.get_layout_engine().set(rect=(0, 0.045, 1, 0.955))
+    return fig
+
+
+# ---------------------------------------------------------------- time to solve
+
+def share_solved(solve_steps, grid) -> np.ndarray:
+    """The share of runs solved by each step of `grid`: a run with solve step s counts
+    from s on; an unsolved run (NaN) never does. Every run is observed up to the cap, so
+    this is the empirical distribution of the capped time to solve (Kaplan–Meier without
+    censoring before the cap gives the same curve)."""
+    s = np.asarray(solve_steps, dtype=float)
+    if s.size == 0:
+        raise ValueError("no runs")
+    grid = np.asarray(grid, dtype=float)
+    return (s[None, :] <= grid[:, None]).sum(axis=1) / s.size
+
+
+def solve_curves_figure(cells: dict, cap: float, reference: str = "reference", colors: dict | None = None,
+                        notes: dict | None = None, panel: tuple[float, float] = (1.45, 1.25)):
+    """A grid of panels, each the share of seeds solved by step for the reference and one
+    control. `cells` maps (row title, column title) -> (reference solve steps, control
+    solve steps), NaN where a run never solved; the control of a column is named by its
+    title. `notes` maps a cell to a short text (its verdict) written in the panel."""
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    use_book_style()
+    rows = list(dict.fromkeys(r for r, _ in cells))
+    cols = list(dict.fromkeys(c for _, c in cells))
+    colors = colors or {}
+    fig, axes = plt.subplots(len(rows), len(cols), figsize=(panel[0] * len(cols) + 1.3,
+                                                            panel[1] * len(rows) + 0.9),
+                             sharex=True, sharey=True, squeeze=False, layout="constrained")
+    grid = np.linspace(0.0, cap, 97)
+    for i, r in enumerate(rows):
+        for j, c in enumerate(cols):
+            ax = axes[i, j]
+            if (r, c) not in cells:
+                ax.set_axis_off()
+                continue
+            ref, ctl = cells[(r, c)]
+            ax.step(grid, 100 * share_solved(ref, grid), where="post", **REFERENCE_STYLE)
+            ax.step(grid, 100 * share_solved(ctl, grid), where="post", color=colors.get(c, PALETTE[3]), lw=1.6)
+            if notes and (r, c) in notes:  # above the 100 % line, where no curve goes
+                ax.text(0.03, 0.98, notes[(r, c)], transform=ax.transAxes, ha="left", va="top", fontsize=7.5,
+                        color=CHANCE_COLOR)
+            ax.set_xlim(0, cap)
+            ax.set_ylim(-3, 125)
+            ax.set_xticks([0, cap / 2, cap])
+            ax.xaxis.set_major_formatter(lambda x, _: f"{x:,.0f}")
+            ax.set_yticks([0, 50, 100])
+            if i == 0:
+                ax.set_title(c, fontsize=9, color=colors.get(c, "black"))
+            if j == 0:
+                ax.set_ylabel(f"{r}\nsolved (%)", fontsize=8.5)
+            if i == len(rows) - 1:
+                ax.set_xlabel("step", fontsize=8.5)
+            ax.tick_params(labelsize=7.5)
+    handles = [Line2D([], [], label=reference, **REFERENCE_STYLE),
+               Line2D([], [], color=NEUTRAL, lw=1.6, label="control (the column's, in its colour)")]
+    fig.legend(handles=handles, loc="outside lower center", ncol=2, fontsize=8.5)
+    return fig
+
+
+# ---------------------------------------------------------------- per-seed strips
+
+def seed_strip_figure(panels: list[dict], width: float = 10.0):
+    """Per-seed values of a few comparisons, one panel each: the reference's seeds at the
+    left, the control's at the right, each seed's two runs joined by a line.
+
+    A panel is a dict with `title`, `reference`/`control` (labels), `ref`/`ctl` (values
+    per seed, same order), `ylabel`, and optionally `log` (a log axis with plain ticks),
+    `chance` (an accuracy floor, as a fraction; values are then drawn in percent) and
+    `cap` (a dotted line at the cap of steps)."""
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker as mticker
+
+    use_book_style()
+    fig, axes = plt.subplots(1, len(panels), figsize=(width, 3.2), squeeze=False, layout="constrained")
+    for ax, p in zip(axes[0], panels):
+        scale = 100.0 if "chance" in p else 1.0
+        ref, ctl = np.asarray(p["ref"], float) * scale, np.asarray(p["ctl"], float) * scale
+        if ref.shape != ctl.shape:
+            raise ValueError("a strip needs one reference and one control value per seed")
+        for a, b in zip(ref, ctl):
+            ax.plot([0, 1], [a, b], color=NEUTRAL, lw=0.8, alpha=0.6, zorder=2)
+        ax.scatter(np.zeros(len(ref)), ref, s=20, color="black", zorder=3)
+        ax.scatter(np.ones(len(ctl)), ctl, s=20, color=p.get("color", PALETTE[3]), zorder=3)
+        ax.set_xticks([0, 1])
+        ax.set_xticklabels([p["reference"], p["control"]], fontsize=8.5)
+        ax.set_xlim(-0.4, 1.4)
+        ax.set_title(p["title"], fontsize=9)
+        ax.set_ylabel(p["ylabel"], fontsize=8.5)
+        if p.get("log"):
+            ax.set_yscale("log")
+            values = np.concatenate([ref, ctl])
+            lo, hi = values.min() / 1.3, values.max() * 1.3
+            ax.set_ylim(lo, hi)
+            ticks = [t for t in STEP_TICKS if lo <= t <= hi]
+            ax.yaxis.set_major_locator(mticker.FixedLocator(ticks))
+            ax.yaxis.set_minor_locator(mticker.NullLocator())
+            ax.yaxis.set_major_formatter(mticker.FuncFormatter(lambda x, _: f"{x:,.0f}"))
+        if "cap" in p:
+            ax.axhline(p["cap"], color=CHANCE_COLOR, lw=0.9, ls=":", zorder=1)
+            ax.annotate("cap", xy=(1.0, p["cap"]), xycoords=("axes fraction", "data"), xytext=(-2, -2),
+                        textcoords="offset points", ha="right", va="top", fontsize=7.5, color=CHANCE_COLOR)
+        if "chance" in p:
+            ax.set_ylim(-3, 103)
+            chance_line(ax, p["chance"])
+    return fig
+
+
+# ---------------------------------------------------------------- an interval by inversion
+
+def inversion_figure(shifts, pvalues, level: float, interval: tuple[float, float], xlabel: str):
+    """The two-sided p of the shifted differences against the shift, the row's level as a
+    line and the interval (the shifts not rejected) shaded: its ends are where p crosses."""
+    import matplotlib.pyplot as plt
+
+    use_book_style()
+    fig, ax = plt.subplots(figsize=(7.0, 2.8), layout="constrained")
+    ax.axvspan(interval[0], interval[1], color=MARGIN_COLOR, lw=0, label="interval (not rejected)")
+    ax.step(shifts, pvalues, where="mid", color=PALETTE[0], lw=1.4, label="two-sided p of the shifted data")
+    ax.axhline(level, color=PALETTE[3], lw=1.0, ls="--", label="the row's level")
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(lambda y, _: plain(y))
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("p")
+    ax.xaxis.set_major_formatter(lambda x, _: plain(x))
+    ax.legend(loc="upper left", fontsize=8)
+    return fig
+
+
+__all__ = ["inversion_figure", "chapter_decisions", "decision_table", "verdict_counts", "effect_text", "signed", "row_label", "forest_figure",
+           "forest_axes", "panel_limits", "ratio_ticks", "plain", "share_solved", "solve_curves_figure",
+           "seed_strip_figure", "is_pending", "arm_values", "paired_values", "MINUS"]

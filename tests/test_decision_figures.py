@@ -1,0 +1,178 @@
+"""The tables and figures of the study's decisions (llamanat_core.decision_figures), on
+constructed decision rows where the answer is known and on the committed study."""
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from llamanat_core import decision_figures as dfig
+
+PLAIN = re.compile(r"^\u2212?\d+(\.\d+)?$|^\u2212?\d{1,3}(,\d{3})+$")
+
+
+def _row(measurement="matrix", control="abs_pos", task="addition", regime="finite", metric="speed",
+         effect=0.34, lo=0.18, hi=0.57, verdict="better", stopped="decided on the first 10 seeds", **kw):
+    ratio = metric == "speed"
+    base = {"measurement": measurement, "comparison": f"{control} vs llama", "task": task, "regime": regime,
+            "metric": metric, "primary": metric != "test_acc@1200", "reference": "llama", "control": control,
+            "n": 10, "reference_value": 1683.0 if ratio else 0.8, "control_value": 566.0 if ratio else 0.3,
+            "effect": effect, "ci_low": lo, "ci_high": hi,
+            "margin_low": 0.8 if ratio else -0.15, "margin_high": 1.25 if ratio else 0.15,
+            "p": 0.002, "p_holm": 0.0137, "level": 0.007, "test": "t", "verdict": verdict, "stopped": stopped,
+            "prob_better": 1.0, "prob_better_low": 0.72, "prob_better_high": 1.0, "seeds_needed": math.nan,
+            "reference_arm": (task, "llama", regime, 10000.0, "name"),
+            "control_arm": (task, control, regime, 10000.0, "name")}
+    base.update(kw)
+    return base
+
+
+@pytest.fixture
+def decisions():
+    return pd.DataFrame([
+        _row(),
+        _row(control="postnorm", effect=2.03, lo=1.13, hi=4.10, verdict="worse"),
+        _row(control="mha", effect=1.01, lo=0.31, hi=9.5, verdict="undecided", seeds_needed=46122.0,
+             stopped="undecided on the first 10 seeds: 0 of 30 added seeds so far", p_holm=math.nan),
+        _row(measurement="length", metric="length_12", control="gelu_mlp", task="recall", effect=-0.545,
+             lo=-0.745, hi=-0.185, verdict="worse"),
+        _row(measurement="length", metric="length_12", control="mha", task="recall", effect=-0.01,
+             lo=-0.05, hi=0.04, verdict="both at chance"),
+        _row(measurement="length", metric="length_8", control="every control", task="recall", regime="fresh",
+             effect=math.nan, lo=-0.1, hi=0.1, verdict="not learned"),
+    ])
+
+
+def test_effects_read_as_the_book_writes_them(decisions):
+    rows = list(decisions.itertuples())
+    assert dfig.effect_text(rows[0]) == "×0.34 [0.18, 0.57]"
+    assert dfig.effect_text(rows[3]) == "\u221254.5 [\u221274.5, \u221218.5]"  # a real minus sign
+    assert "-" not in dfig.effect_text(rows[3])
+    assert dfig.effect_text(rows[5]) == "–"
+    assert dfig.signed(-0.04, 1) == "0.0" and dfig.signed(3, 1) == "+3.0"
+
+
+def test_decision_table_formats_every_row(decisions):
+    t = dfig.decision_table(decisions)
+    assert len(t) == len(decisions)
+    assert list(t["seeds needed"]) == ["–", "–", "46,122", "–", "–", "–"]  # thousands separated
+    assert t["reference"].iloc[0] == "1,683" and t["reference"].iloc[3] == "80.0%"
+    assert t["margin"].iloc[0] == "0.8–1.25" and t["margin"].iloc[3] == "±15"
+    assert t["Holm p"].iloc[2] == "–" and t["Holm p"].iloc[0] == "0.014"
+    only = dfig.decision_table(decisions, ["length_12"])
+    assert set(only.index.get_level_values("endpoint")) == {"length_12"}
+
+
+def test_verdict_counts_add_up_and_count_pending_rows(decisions):
+    c = dfig.verdict_counts(decisions)
+    assert c == {"total": 6, "better": 1, "worse": 2, "decided": 3, "equivalent": 0, "undecided": 1,
+                 "at chance": 1, "not learned": 1, "pending": 1}
+
+
+def _bars(ax):
+    from matplotlib.collections import LineCollection
+
+    return [seg for c in ax.collections if isinstance(c, LineCollection) for seg in c.get_segments()]
+
+
+def test_forest_bars_inside_panels_plain_ticks_and_legend_of_what_is_drawn(decisions):
+    import matplotlib.pyplot as plt
+
+    columns = [[("matrix", "speed")], [("length", "length_12"), ("length", "length_8")]]
+    fig = dfig.forest_figure(decisions, columns)
+    axes = [ax for ax in fig.axes if ax.axison]
+    assert len(axes) == 3  # one panel per measurement × endpoint
+    for ax in axes:
+        lo, hi = ax.get_xlim()
+        for seg in _bars(ax):
+            xs = seg[:, 0]
+            assert lo < xs.min() and xs.max() < hi, (ax.get_title(), xs, (lo, hi))
+        fig.canvas.draw()
+        labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+        assert labels and all(PLAIN.match(x) for x in labels), labels
+    speed = axes[0]
+    assert speed.get_xscale() == "log"
+    assert {t.get_text() for t in speed.get_xticklabels()} >= {"0.5", "1", "2"}
+    (legend,) = fig.legends
+    drawn = {t.get_text() for t in legend.get_texts()}
+    assert drawn == {"better", "worse", "undecided", "both at chance", dfig.MARGIN_LABEL, dfig.NULL_LABEL}
+    assert "equivalent" not in drawn  # nothing equivalent was drawn
+    plt.close(fig)
+
+
+def test_ratio_ticks_are_plain_and_inside():
+    assert dfig.ratio_ticks(0.15, 5.0) == [0.2, 0.5, 1, 2, 5]
+    narrow = dfig.ratio_ticks(0.7, 1.5)
+    assert len(narrow) >= 3 and all(0.7 <= t <= 1.5 for t in narrow)
+    assert dfig.plain(-25.0) == "\u221225" and dfig.plain(0.5) == "0.5"
+
+
+def test_share_solved_counts_runs_solved_by_each_step():
+    steps = [100, 300, np.nan, 300]
+    assert list(dfig.share_solved(steps, [0, 100, 200, 300, 4800])) == [0, 0.25, 0.25, 0.75, 0.75]
+    with pytest.raises(ValueError):
+        dfig.share_solved([], [0])
+
+
+def test_solve_curves_have_at_most_two_curves_a_panel():
+    import matplotlib.pyplot as plt
+
+    cells = {("addition, finite", "abs_pos"): ([500, 1000, np.nan], [200, 300, 400]),
+             ("addition, finite", "mha"): ([500, 1000, np.nan], [np.nan, np.nan, 900]),
+             ("recall, fresh", "abs_pos"): ([np.nan] * 3, [np.nan] * 3)}
+    fig = dfig.solve_curves_figure(cells, 4800, notes={k: "undecided" for k in cells})
+    shown = [ax for ax in fig.axes if ax.axison]
+    assert len(shown) == 3  # the empty cell of the grid is switched off
+    for ax in shown:
+        assert len(ax.get_lines()) == 2
+        assert ax.get_xlim() == (0, 4800)
+    (legend,) = fig.legends
+    assert len(legend.get_texts()) == 2
+    plt.close(fig)
+
+
+def test_seed_strip_joins_each_seed():
+    import matplotlib.pyplot as plt
+
+    panels = [{"title": "a", "reference": "llama", "control": "abs_pos", "ref": [700, 1000, 4800],
+               "ctl": [300, 500, 800], "ylabel": "steps", "log": True, "cap": 4800},
+              {"title": "b", "reference": "llama", "control": "gelu", "ref": [0.8, 0.7],
+               "ctl": [0.1, 0.09], "ylabel": "accuracy (%)", "chance": 1 / 12}]
+    fig = dfig.seed_strip_figure(panels)
+    a, b = fig.axes
+    joins = [line for line in a.get_lines() if list(line.get_xdata()) == [0, 1] and line.get_linestyle() == "-"]
+    assert len(joins) == 3  # one line per seed
+    fig.canvas.draw()
+    assert all(PLAIN.match(t.get_text()) for t in a.get_yticklabels() if t.get_text())
+    assert b.get_ylim() == (-3, 103)
+    with pytest.raises(ValueError):
+        dfig.seed_strip_figure([dict(panels[0], ctl=[1, 2])])
+    plt.close("all")
+
+
+def test_paired_values_keeps_unsolved_runs():
+    runs = pd.DataFrame({"run": ["a", "b", "c", "d"], "task": "addition", "variant": ["llama", "llama", "x", "x"],
+                         "regime": "finite", "rope_theta": 10000.0, "answer": "name", "seed": [0, 1, 0, 2],
+                         "solve_step": [500.0, np.nan, np.nan, 300.0]})
+    row = pd.Series({"reference_arm": ("addition", "llama", "finite", 10000.0, "name"),
+                     "control_arm": ("addition", "x", "finite", 10000.0, "name")})
+    pair = dfig.paired_values(runs, row, "solve_step")
+    assert list(pair.index) == [0] and pair.loc[0, "reference"] == 500 and np.isnan(pair.loc[0, "control"])
+
+
+def test_committed_study_rows_have_intervals_inside_their_panels():
+    import matplotlib.pyplot as plt
+
+    from llamanat_core.study import SEEDS
+
+    _, _, d = dfig.chapter_decisions(SEEDS)
+    primary = d[d.primary.astype(bool)]
+    fig = dfig.forest_figure(primary, [[("matrix", "speed")], [("length", "length_12")]])
+    for ax in (ax for ax in fig.axes if ax.axison):
+        lo, hi = ax.get_xlim()
+        assert all(lo < seg[:, 0].min() and seg[:, 0].max() < hi for seg in _bars(ax))
+    plt.close(fig)
+    assert (dfig.decision_table(d)["effect [interval]"].str.contains("-")).sum() == 0
