@@ -5,6 +5,7 @@ import math
 from collections import OrderedDict
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .blocks import DecoderLayer, make_norm
@@ -14,6 +15,15 @@ from .positional import RotaryEmbedding
 
 
 class TinyLlama(nn.Module):
+    """The decoder-only model: token embedding, `n_layers` decoder blocks, final norm, head.
+
+    Positions enter as RoPE inside attention (the reference) or as a learned table added
+    at the input (`position="learned"`, the control). The head shares the embedding
+    matrix when `tie_embeddings`. `seed` initialises the weights from a private generator
+    (None leaves them unset, for loading a state dict). Parameter names are transformers'
+    Llama names, so a state dict maps one-to-one onto LlamaForCausalLM (see `hf.py`).
+    """
+
     def __init__(self, cfg: Config, seed: int | None = 0):
         super().__init__()
         self.cfg = cfg
@@ -124,3 +134,14 @@ class TinyLlama(nn.Module):
             else:
                 groups["norms"] += p.numel()
         return groups
+
+
+def answer_loss(model, ids: torch.Tensor, answer_len: int) -> torch.Tensor:
+    """Teacher-forced cross-entropy on the answer positions only: the training objective.
+
+    `model` is anything called as model(ids, last=k): a TinyLlama itself, or the
+    speed path's functional call of one.
+    """
+    logits = model(ids[:, :-1], last=answer_len)  # (B, answer_len, V): head only where graded
+    targets = ids[:, -answer_len:]  # (B, answer_len)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 
 from .config import Config
-from .model import TinyLlama
+from .fast import FastStep
+from .model import TinyLlama, answer_loss
+from .optim import adamw
 from .tasks import FreshStream, TaskData, make_task
 
 REGIMES = ("finite", "fresh")
@@ -111,17 +114,6 @@ def batch_order(n_train: int, batch_size: int, steps: int, seed: int) -> torch.T
     return torch.cat(perms)[:need].view(steps, batch_size)
 
 
-def answer_loss(model, ids: torch.Tensor, answer_len: int) -> torch.Tensor:
-    """Teacher-forced cross-entropy on the answer positions only.
-
-    `model` is anything called as model(ids, last=k): the TinyLlama itself, or the
-    speed path's functional call of it.
-    """
-    logits = model(ids[:, :-1], last=answer_len)  # (B, answer_len, V): head only where graded
-    targets = ids[:, -answer_len:]  # (B, answer_len)
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-
-
 @torch.no_grad()
 def score(model: TinyLlama, task, data: TaskData) -> float:
     """Accuracy by free-running greedy generation, the whole set at once, with a KV cache."""
@@ -159,7 +151,7 @@ class PlainStep:
 
     def __init__(self, model: TinyLlama, answer_len: int, lr: float, clip: float):
         self.model, self.answer_len, self.clip = model, answer_len, clip
-        self.opt = torch.optim.AdamW(model.parameters(), lr=lr)  # default betas, weight decay
+        self.opt = adamw(model.parameters(), lr)
 
     def __call__(self, ids: torch.Tensor) -> torch.Tensor:
         self.opt.zero_grad(set_to_none=True)
@@ -190,36 +182,59 @@ class _Data:
         return self.stream.batch(self.batch_size)  # (B, L)
 
 
-def _setup(cfg: Config, spec: TaskSpec, seed: int, budget: Budget, fast: bool, compile):
-    """Task, splits, initialised model, batch source and step function of one run."""
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+def run_splits(spec: TaskSpec, seed: int, budget: Budget, n_pairs: int | None = None):
+    """(task, splits) of the run (spec, seed) as `fit` draws them: the finite regime's
+    training set, then validation and test (the stream's first items in both regimes).
+    With `n_pairs` (a recall length of `spec.extrapolate`), the extrapolation sets `fit`
+    re-scores the run on: no training items, the same validation and test counts."""
+    if n_pairs is not None:
+        task = spec.make(seed, n_pairs)
+        return task, task.splits(0, budget.n_val, budget.n_test)
     task = spec.make(seed)
     n_train = budget.n_train if budget.regime == "finite" else 0
-    # validation and test are the stream's first items, the same in both regimes
-    splits = task.splits(n_train, budget.n_val, budget.n_test)
+    return task, task.splits(n_train, budget.n_val, budget.n_test)
+
+
+class Setup(NamedTuple):
+    """One run before its first step: task, splits, initialised model, batches, step."""
+    task: object
+    splits: object
+    model: TinyLlama
+    data: _Data
+    step: object  # PlainStep or FastStep: loss = step(ids)
+
+    def train(self, steps: int) -> list[float]:
+        """Take the first `steps` training steps without evaluating (an evaluation never
+        touches the training state) and give every parameter its own storage back."""
+        losses = [self.step(self.data.batch(s)).item() for s in range(1, steps + 1)]
+        self.step.release()
+        return losses
+
+
+def setup(cfg: Config, spec: TaskSpec, seed: int, budget: Budget, fast: bool = True,
+          compile: bool | None = None) -> Setup:
+    """The run `fit` makes, ready to train: what a replay of its first steps starts from."""
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    task, splits = run_splits(spec, seed, budget)
     model = TinyLlama(cfg, seed=seed)
     model.train()
     if fast:
-        from .fast import FastStep
         step = FastStep(model, task.answer_len, budget.lr, budget.clip, compile)
     else:
         step = PlainStep(model, task.answer_len, budget.lr, budget.clip)
-    return task, splits, model, _Data(task, splits, budget, seed), step
+    return Setup(task, splits, model, _Data(task, splits, budget, seed), step)
 
 
 def training_losses(cfg: Config, spec: TaskSpec, seed: int, budget: Budget, steps: int,
-                    fast: bool = False, compile: bool | None = False) -> list[float]:
-    """The first `steps` training losses of the run `fit` makes, without evaluating:
-    what `llamanat verify` compares with a committed run (the plain loop by default)."""
-    _, _, _, data, train_step = _setup(cfg, spec, seed, budget, fast, compile)
-    losses = [train_step(data.batch(step)).item() for step in range(1, min(steps, budget.steps) + 1)]
-    train_step.release()
-    return losses
+                    fast: bool = True, compile: bool | None = None) -> list[float]:
+    """The first `steps` training losses of the run `fit` makes (the same knobs), without
+    evaluating. `llamanat verify` compares the plain loop's (`fast=False`) with a committed run."""
+    return setup(cfg, spec, seed, budget, fast, compile).train(min(steps, budget.steps))
 
 
 def fit(cfg: Config, spec: TaskSpec, seed: int, budget: Budget = Budget(),
-        progress=None, compile: bool | None = None, fast: bool = True) -> FitResult:
+        progress=None, fast: bool = True, compile: bool | None = None) -> FitResult:
     """Train one model under the budget; evaluate and score the same weights as it trains.
 
     Same seed and thread count -> bit-identical curves and weights. `progress`, if given,
@@ -227,9 +242,10 @@ def fit(cfg: Config, spec: TaskSpec, seed: int, budget: Budget = Budget(),
     `fast=False` runs the plain loop; `compile` (speed path only, None = follow
     LLAMANAT_COMPILE) is recorded by the study: compiled and eager steps round differently.
     """
-    task, splits, model, data, train_step = _setup(cfg, spec, seed, budget, fast, compile)
-    longer = {n: spec.make(seed, n) for n in spec.extrapolate}
-    longer_sets = {n: t.splits(0, budget.n_val, budget.n_test) for n, t in longer.items()}
+    task, splits, model, data, train_step = setup(cfg, spec, seed, budget, fast, compile)
+    longer, longer_sets = {}, {}
+    for n in spec.extrapolate:
+        longer[n], longer_sets[n] = run_splits(spec, seed, budget, n)
     for n, s in longer_sets.items():
         if s.test.ids.shape[1] - 1 > cfg.max_seq_len and cfg.position == "learned":
             raise ValueError(f"extrapolation length {n} pairs does not fit max_seq_len")
