@@ -83,14 +83,13 @@ def replay(run, steps: int = CHECKPOINT):
     """Train `run` exactly as the study did, for `steps` steps, without evaluating (an
     evaluation does not touch the training state). Returns the model, in eval mode, and
     its per-step training losses."""
-    from ..train import _setup
+    from ..train import setup
     from ..util import torch_threads
 
     with torch_threads(1):
-        _, _, model, data, step = _setup(run.config, run.spec, run.seed, run.budget, True, run.compile)
-        losses = [step(data.batch(s)).item() for s in range(1, steps + 1)]
-        step.release()
-    return model.eval(), losses
+        start = setup(run.config, run.spec, run.seed, run.budget, fast=True, compile=run.compile)
+        losses = start.train(steps)
+    return start.model.eval(), losses
 
 
 def check_replay(run, losses, cache_dir=None) -> None:
@@ -131,20 +130,14 @@ def save_checkpoint(variant: str, answer: str, seed: int, weights_dir=None) -> N
 
 def load_checkpoint(variant: str, answer: str, seed: int, weights_dir=None):
     """The committed weights of an alphabet run at the checkpoint, as an eval-mode model."""
-    from safetensors.torch import load_file
-
-    from ..model import TinyLlama
+    from ..study import load_model
 
     run = checkpoint_run(variant, answer, seed)
     path = checkpoint_path(variant, answer, seed, weights_dir)
     if not path.exists():
         raise FileNotFoundError(f"no checkpoint {path.name}; regenerate with "
                                 f"`python -m llamanat_core.probes.alphabet`")
-    model = TinyLlama(run.config, seed=None)
-    missing, unexpected = model.load_state_dict(load_file(str(path)), strict=False)
-    if unexpected or set(missing) - ({"lm_head.weight"} if run.config.tie_embeddings else set()):
-        raise ValueError(f"{path}: unexpected {unexpected}, missing {missing}")
-    return model.eval()
+    return load_model(path, run.config)
 
 
 # ---------------------------------------------------------------- what the wrong answers are

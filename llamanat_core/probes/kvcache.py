@@ -19,7 +19,7 @@ import torch
 from ..config import variant_config
 from ..kv import PUBLISHED, KVCache, greedy_decode, kv_cache_bytes
 from ..model import TinyLlama
-from ..study import STUDY_DIR, WEIGHTS_DIR, Run, environment, load_weights
+from ..study import STUDY_DIR, WEIGHTS_DIR, environment, trained_weights
 from ..util import atomic_write_text, torch_threads
 
 TIMING_PATH = STUDY_DIR / "kv_timing.json"
@@ -60,7 +60,7 @@ def human_bytes(n: int) -> str:
 
 def load_reference(task: str, weights_dir: Path = WEIGHTS_DIR) -> TinyLlama | None:
     """The trained seed-0 reference model of `task` from the committed weights, or None."""
-    return load_weights(Run(task, "llama", 0), weights_dir)
+    return trained_weights(task, "llama", 0, weights_dir=weights_dir)[0]
 
 
 # ---------------------------------------------------------------- measured: tokens and bytes

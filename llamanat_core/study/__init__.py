@@ -10,10 +10,14 @@ from .cache import (
     check_entry,
     environment,
     execute,
+    kept_run,
     load_entry,
+    load_model,
     load_weights,
     run_path,
     store,
+    study_compile,
+    trained_weights,
     weights_path,
     weights_step,
 )
@@ -43,7 +47,8 @@ from .results import (
 )
 
 __all__ = ["STUDY_DIR", "WEIGHTS_DIR", "check_entry", "environment", "execute", "load_entry",
-           "load_weights", "run_path", "store", "weights_path", "weights_step", "ALPHABET_VARIANTS",
+           "kept_run", "load_model", "load_weights", "study_compile", "trained_weights", "run_path",
+           "store", "weights_path", "weights_step", "ALPHABET_VARIANTS",
            "EXTRAPOLATE",
            "MEASUREMENTS", "SEEDS", "STUDY_VERSION", "THETAS", "Run", "plan", "unique_runs",
            "FRESH_DIR", "fresh_runs_dir", "chapter_curves", "chapter_results", "curves_frame", "frame",
