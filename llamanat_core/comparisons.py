@@ -33,9 +33,9 @@ from .stats import (
     paired_sign_test_censored,
     sign_flip_test,
 )
+from .train import REGIMES  # the budget's data regimes, re-exported for the chapters
 
 VERDICTS = ("better", "worse", "equivalent", "both at chance", "undecided")
-REGIMES = ("finite", "fresh")
 REGIME_NAMES = {"finite": "finite set (4,000 items, reused)", "fresh": "fresh items every batch"}
 METRIC_LABELS = {"time_to_solve": "time to solve", "test_acc": "accuracy",
                  "test_acc_8": "8-pair accuracy", "test_acc_12": "12-pair accuracy"}
@@ -79,6 +79,17 @@ the fixed checkpoint (1,200 steps in the study) and named e.g. `test_acc@1200`; 
 the stop is reported elsewhere and not tested (runs stopped at different steps)."""
 
 SWEEP_REFERENCE_THETA = 10_000.0
+
+
+def variant_rows(frame: pd.DataFrame, variant: str, task: str, regime: str | None = None) -> pd.DataFrame:
+    """The rows of `variant` on `task` (in `regime`, if given) at the study's own settings:
+    `name` answers and the reference rotation base, so neither the sweep's other bases
+    nor the alphabet's `copy` formulation slip in. Works on results, runs and curves."""
+    keep = ((frame.variant == variant) & (frame.task == task) & (frame.answer == "name")
+            & np.isclose(frame.rope_theta, SWEEP_REFERENCE_THETA))
+    if regime is not None:
+        keep &= frame.regime == regime
+    return frame[keep]
 
 TESTS = {
     "time_to_solve": "log-rank (two-sided)",
@@ -395,8 +406,7 @@ def solve_table(results: pd.DataFrame, variants, tasks=("addition", "recall"),
     for task in tasks:
         for regime in regimes:
             for variant in variants:
-                g = r[(r.task == task) & (r.regime == regime) & (r.variant == variant)
-                      & (r.answer == "name") & np.isclose(r.rope_theta, 10_000.0)]
+                g = variant_rows(r, variant, task, regime)
                 if g.empty:
                     continue
                 k, n = int((~g.censored).sum()), len(g)

@@ -70,13 +70,11 @@ def pick_seeds(results: pd.DataFrame, variant: str, task: str) -> Seeds:
 
     `results` is `study.load_results()` or a chapter's slice of it.
     """
+    from .comparisons import variant_rows
     from .config import variant_config
 
-    cfg = variant_config(variant)
-    d = results[(results.variant == variant) & (results.task == task)
-                & (results.regime == "finite") & (results.answer == "name")
-                & np.isclose(results.rope_theta, cfg.rope_theta)  # the sweep's other bases
-                & (results.tie_embeddings == cfg.tie_embeddings)]
+    d = variant_rows(results, variant, task, "finite")  # not the sweep's other bases
+    d = d[d.tie_embeddings == variant_config(variant).tie_embeddings]  # nor the untied control
     censored = d.groupby("seed").censored.first()  # a run appears under several measurements
     solved = censored.index[~censored.astype(bool)]
     unsolved = censored.index[censored.astype(bool)]

@@ -10,7 +10,7 @@ from torch import nn
 
 from .blocks import DecoderLayer, make_norm
 from .config import Config
-from .kv import KVCache
+from .kv import KVCache, greedy_decode
 from .positional import RotaryEmbedding
 
 
@@ -95,21 +95,13 @@ class TinyLlama(nn.Module):
                  cache_dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """Greedy free-running generation for a batch of equal-length prompts -> (B, n_new)."""
         b, t = prompt.shape
-        out = []
-        if use_cache:
-            cache = KVCache.for_model(self.cfg, b, t + n_new, cache_dtype)
-            logits = self(prompt, cache=cache, last=1)
-            for i in range(n_new):
-                nxt = logits[:, -1].argmax(-1, keepdim=True)  # (B, 1)
-                out.append(nxt)
-                if i + 1 < n_new:
-                    logits = self(nxt, cache=cache)
-        else:
-            ids = prompt
-            for _ in range(n_new):
-                nxt = self(ids, last=1)[:, -1].argmax(-1, keepdim=True)  # (B, 1)
-                out.append(nxt)
-                ids = torch.cat((ids, nxt), dim=1)
+        if use_cache:  # prefill once, then one new position per token
+            return greedy_decode(self, prompt, n_new, KVCache.for_model(self.cfg, b, t + n_new, cache_dtype))
+        out, ids = [], prompt
+        for _ in range(n_new):  # every token recomputes the whole sequence
+            nxt = self(ids, last=1)[:, -1].argmax(-1, keepdim=True)  # (B, 1)
+            out.append(nxt)
+            ids = torch.cat((ids, nxt), dim=1)
         return torch.cat(out, dim=1)
 
     def num_parameters(self) -> int:

@@ -253,11 +253,12 @@ def km_axes(ax, runs, variants, task: str, regime: str, cap: float | None = None
     """Kaplan–Meier curves on one axis: the fraction of seeds solved by each step (one
     step curve per variant, its 95 % band shaded), a tick where a seed stopped unsolved
     (censored at the cap). `runs` is `comparisons.runs(results)`."""
+    from .comparisons import variant_rows
+
     groups, colors = {}, {}
     for v in variants:
         label = (labels or {}).get(v, v)
-        groups[label] = runs[(runs.task == task) & (runs.regime == regime) & (runs.variant == v)
-                             & (runs.answer == "name") & np.isclose(runs.rope_theta, 10_000.0)]
+        groups[label] = variant_rows(runs, v, task, regime)
         colors[label] = variant_color(v)
     return km_groups_axes(ax, groups, colors=colors, cap=cap, band=band)
 
@@ -312,12 +313,13 @@ def loss_figure(curves, variant: str, task: str, regimes=("finite", "fresh"), hl
     """Training vs validation loss of every seed of one variant and task, a panel per regime."""
     import matplotlib.pyplot as plt
 
+    from .comparisons import variant_rows
+
     use_book_style()
     fig, axes = plt.subplots(1, len(regimes), figsize=(4.2 * len(regimes) + 0.6, 3.4),
                              sharey=True, squeeze=False)
     for ax, regime in zip(axes[0], regimes):
-        g = curves[(curves.variant == variant) & (curves.task == task) & (curves.regime == regime)
-                   & (curves.answer == "name") & np.isclose(curves.rope_theta, 10_000.0)]
+        g = variant_rows(curves, variant, task, regime)
         if g.empty:
             raise ValueError(f"no curves for {variant} on {task} in the {regime} regime")
         loss_curves_axes(ax, g, legend=ax is axes[0][-1])

@@ -8,7 +8,7 @@ import torch
 
 from llamanat_core import REFERENCE, VARIANTS, TinyLlama, variant_config
 from llamanat_core.blocks import causal_mask
-from llamanat_core.kv import PUBLISHED, llama_ffn_rule, llama_parameters
+from llamanat_core.kv import PUBLISHED, llama_parameters
 from llamanat_core.probes import model as mp
 
 
@@ -65,12 +65,6 @@ def test_7b_feed_forward_is_about_twice_attention():
     assert c["mlp"] == 32 * 3 * 4096 * 11_008
     assert 1.9 < c["mlp"] / c["attention"] < 2.1
     assert c["embedding"] == c["head"] == 32_000 * 4096
-
-
-def test_intermediate_size_is_a_config_value_not_the_rule():
-    (l70,) = [p for p in PUBLISHED if p.name == "Llama-2-70B"]
-    assert l70.ffn_hidden == 28_672 != llama_ffn_rule(l70.dim) == 22_016
-    assert llama_ffn_rule(l70.dim, multiple_of=4096, ffn_dim_multiplier=1.3) == 28_672
 
 
 def test_compute_rules():
