@@ -60,6 +60,7 @@ def validation_ids(task: str, seed: int, n_pairs: int = TRAIN_PAIRS) -> torch.Te
 
 
 class Seeds(NamedTuple):
+    """A solved and an unsolved seed of one row (None where the row has none)."""
     solved: int | None
     unsolved: int | None
 

@@ -96,9 +96,11 @@ class TaskSpec:
 
 @dataclass
 class FitResult:
+    """One run's outcome: the trained model and what was measured on the way. (A run file
+    stores `test_curve` under "curve" and `val_curve` under "dense".)"""
     model: TinyLlama
-    curve: list[dict] = field(default_factory=list)  # test scores: one row per checkpoint (+ stop)
-    dense: list[dict] = field(default_factory=list)  # validation: one row per evaluation
+    test_curve: list[dict] = field(default_factory=list)  # test scores: one row per checkpoint (+ stop)
+    val_curve: list[dict] = field(default_factory=list)  # validation: one row per evaluation
     losses: list[float] = field(default_factory=list)  # training loss at every step
     solve_step: int | None = None  # first evaluation with val accuracy >= solve_at
     stop_step: int = 0
@@ -266,17 +268,17 @@ def fit(cfg: Config, spec: TaskSpec, seed: int, budget: Budget = Budget(),
         if progress is not None:
             progress(step, result.losses[-1])
         if step in checkpoints:
-            result.curve.append(test_row(step))
+            result.test_curve.append(test_row(step))
         if step % budget.eval_every and step != budget.steps:
             continue
         # the dense curve: mean training loss since the last evaluation, validation scores
-        since = result.losses[-(step - (result.dense[-1]["step"] if result.dense else 0)):]
+        since = result.losses[-(step - (result.val_curve[-1]["step"] if result.val_curve else 0)):]
         val_loss, acc = loss_and_score(model, task, splits.val)
         row = {"step": step, "train_loss": sum(since) / len(since), "val_loss": val_loss,
                "val_acc": acc}
         for n, s in longer_sets.items():
             row[f"val_acc_{n}"] = score(model, longer[n], s.val)
-        result.dense.append(row)
+        result.val_curve.append(row)
         streak = streak + 1 if acc >= budget.solve_at else 0
         if streak and result.solve_step is None:
             result.solve_step = step
@@ -284,7 +286,7 @@ def fit(cfg: Config, spec: TaskSpec, seed: int, budget: Budget = Budget(),
             break
     result.stop_step = step
     if step not in checkpoints:
-        result.curve.append(test_row(step))  # the scores at the stop
+        result.test_curve.append(test_row(step))  # the scores at the stop
     result.seconds = time.perf_counter() - t0
     train_step.release()  # every parameter gets its own storage back
     model.eval()

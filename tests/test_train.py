@@ -24,13 +24,13 @@ def test_same_seed_is_bit_identical(task, compiled):
     torch.manual_seed(999)  # the global RNG must not matter
     b = fit(cfg, TaskSpec(task), 0, SMALL, compile=compiled)
     assert len(a.losses) == 20 and a.losses == b.losses
-    assert a.curve == b.curve and [row["step"] for row in a.curve] == [10, 20]
-    assert a.dense == b.dense and [row["step"] for row in a.dense] == [5, 10, 15, 20]
+    assert a.test_curve == b.test_curve and [row["step"] for row in a.test_curve] == [10, 20]
+    assert a.val_curve == b.val_curve and [row["step"] for row in a.val_curve] == [5, 10, 15, 20]
     sa, sb = a.model.state_dict(), b.model.state_dict()
     assert sa.keys() == sb.keys()
     for name in sa:
         assert torch.equal(sa[name], sb[name]), name
-    for row in a.curve:  # accuracy is an exact fraction of the 32 test items
+    for row in a.test_curve:  # accuracy is an exact fraction of the 32 test items
         assert 0 <= row["test_acc"] <= 1 and (row["test_acc"] * 32).is_integer()
     # and the check can fail: another seed, other numbers
     c = fit(cfg, TaskSpec(task), 1, SMALL, compile=compiled)
@@ -52,12 +52,12 @@ def test_150_steps_of_recall_lower_the_loss():
     first, last = statistics.mean(result.losses[:10]), statistics.mean(result.losses[-10:])
     assert first > 3.5  # near ln 61 = 4.11 at initialisation
     assert last < first - 0.8, (first, last)
-    assert [row["step"] for row in result.curve] == [38, 75, 112, 150]
-    assert result.curve[-1]["val_loss"] < result.curve[0]["val_loss"]
+    assert [row["step"] for row in result.test_curve] == [38, 75, 112, 150]
+    assert result.test_curve[-1]["val_loss"] < result.test_curve[0]["val_loss"]
     # the dense curve: every 12 steps, the mean training loss of the steps since the last one
-    assert [row["step"] for row in result.dense] == list(range(12, 150, 12)) + [150]
-    assert result.dense[0]["train_loss"] == pytest.approx(statistics.mean(result.losses[:12]))
-    assert result.dense[-1]["train_loss"] == pytest.approx(statistics.mean(result.losses[144:]))
+    assert [row["step"] for row in result.val_curve] == list(range(12, 150, 12)) + [150]
+    assert result.val_curve[0]["train_loss"] == pytest.approx(statistics.mean(result.losses[:12]))
+    assert result.val_curve[-1]["train_loss"] == pytest.approx(statistics.mean(result.losses[144:]))
 
 
 def test_budget_defaults_and_scaled_budgets():
@@ -131,10 +131,10 @@ def test_stop_rule(monkeypatch, accuracies, solve, stop):
     scripted_accuracy(monkeypatch, accuracies)
     result = fit(variant_config("llama"), TaskSpec("addition"), 0, STOP, fast=False)
     assert (result.solve_step, result.stop_step) == (solve, stop)
-    assert len(result.losses) == stop and result.dense[-1]["step"] == stop
-    assert [row["step"] for row in result.dense] == list(range(4, stop + 1, 4))
+    assert len(result.losses) == stop and result.val_curve[-1]["step"] == stop
+    assert [row["step"] for row in result.val_curve] == list(range(4, stop + 1, 4))
     # the test columns: every checkpoint, then the stop when it is not one of them
-    assert [row["step"] for row in result.curve] == [6, 12] + ([stop] if stop != 12 else [])
+    assert [row["step"] for row in result.test_curve] == [6, 12] + ([stop] if stop != 12 else [])
 
 
 # ------------------------------------------------------------ the data regimes

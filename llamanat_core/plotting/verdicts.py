@@ -49,21 +49,9 @@ def forest_figure(v, metrics=FOREST_METRICS, regimes=("finite", "fresh")):
     band is the equivalence region (0.8–1.25, ±5 points). A ratio of 0 or ∞ (one row
     never reached half its seeds solved) sits on the panel's edge as a triangle."""
     import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
-
-    from .. import stats
 
     use_book_style()
-    if len(v) == 0:
-        raise ValueError("no verdicts to draw")
-    base = v.metric.str.split("@").str[0]
-    unknown = sorted(set(metrics) - set(FOREST_TITLES))
-    if unknown:
-        raise ValueError(f"unknown metric(s) {unknown}; choose from {list(FOREST_TITLES)}")
-    keep = base.isin(metrics) & v.regime.isin(regimes)
-    if not keep.any():
-        raise ValueError(f"no verdicts for metrics {list(metrics)} in regimes {list(regimes)}")
-    d = v[keep].assign(base=base[keep])
+    d = _forest_verdicts(v, metrics, regimes)
     rows = list(dict.fromkeys(zip(d.comparison, d.task)))
     kind = dict(zip(zip(d.comparison, d.task), d.measurement))
     control = dict(zip(zip(d.comparison, d.task), d.control))
@@ -80,42 +68,9 @@ def forest_figure(v, metrics=FOREST_METRICS, regimes=("finite", "fresh")):
                              sharey=True, squeeze=False, gridspec_kw={"width_ratios": width})
     axes = axes[0]
     for ax, metric in zip(axes, metrics):
-        ratio = metric == "time_to_solve"
-        if ratio:
-            ax.set_xscale("log")
-            ax.set_xlim(*RATIO_LIMITS)
-            ax.axvspan(*stats.RATIO_BOUNDS, color="0.9", lw=0, zorder=0)
-            ax.axvline(1.0, color="0.45", lw=0.8, zorder=1)
-            ax.set_xticks([0.125, 0.25, 0.5, 1, 2, 4, 8])
-            ax.set_xticklabels(["⅛", "¼", "½", "1", "2", "4", "8"], fontsize=8)
-            ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
-            ax.set_xlabel("median steps, control / reference\n← control sooner · later →", fontsize=8)
-            ax.set_title("time to solve\n(log scale)", fontsize=9)
-        else:
-            margin = 100 * stats.EQUIVALENCE_MARGIN
-            ax.axvspan(-margin, margin, color="0.9", lw=0, zorder=0)
-            ax.axvline(0.0, color="0.45", lw=0.8, zorder=1)
-            ax.set_xlim(-105, 105)
-            ax.set_xticks([-100, -50, 0, 50, 100])
-            ax.tick_params(axis="x", labelsize=8)
-            ax.set_xlabel("control − reference (points)\n← control lower · higher →", fontsize=8)
-        if not ratio:
-            title = FOREST_TITLES[metric]
-            at = [m.partition("@")[2] for m in d[d.base == metric].metric if "@" in m]
-            if at and len(set(at)) == 1:
-                title += f"\nat {int(at[0]):,} steps"
-            ax.set_title(title, fontsize=9)
-        ax.grid(axis="y", visible=False)
+        _forest_panel(ax, metric, d[d.base == metric])
         for r in d[d.base == metric].itertuples():
-            y = y_of[(r.comparison, r.task)] + offset[r.regime]
-            color = VERDICT_COLORS.get(r.verdict, BLACK)
-            point, low, high, clipped = _forest_values(r, ratio)
-            if not (math.isnan(low) or math.isnan(high)):
-                ax.plot([low, high], [y, y], color=color, lw=1.3, solid_capstyle="butt", zorder=2)
-            if not math.isnan(point):
-                marker = {1: ">", -1: "<"}.get(clipped, REGIME_MARKERS.get(r.regime, "o"))
-                ax.plot([point], [y], marker=marker, color=color, ms=5.5, mec="white", mew=0.6,
-                        ls="none", zorder=3)
+            _forest_point(ax, r, y_of[(r.comparison, r.task)] + offset[r.regime], metric == "time_to_solve")
     ax0 = axes[0]
     ax0.set_yticks(range(len(rows)))
     ax0.set_yticklabels([row_label(r) for r in rows], fontsize=8)
@@ -124,11 +79,76 @@ def forest_figure(v, metrics=FOREST_METRICS, regimes=("finite", "fresh")):
         if group[rows[i]] != group[rows[i - 1]]:
             for ax in axes:
                 ax.axhline(i - 0.5, color="0.75", lw=0.6, zorder=0)
-    handles = [Line2D([], [], color=c, lw=1.3, marker="o", ms=5, label=k)
-               for k, c in VERDICT_COLORS.items() if k in set(d.verdict)]
-    handles += [Line2D([], [], color="0.3", ls="none", marker=REGIME_MARKERS.get(r, "o"), ms=5,
-                       label=f"{r} data") for r in regimes]
-    axes[-1].legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8,
-                    borderaxespad=0.0)
+    _forest_legend(axes[-1], set(d.verdict), regimes)
     fig.tight_layout()
     return fig
+
+
+def _forest_verdicts(v, metrics, regimes):
+    """The verdicts the figure draws, with their metric's base name (`test_acc`, not
+    `test_acc@1200`) in a column `base`; ValueError when there are none or a metric is unknown."""
+    if len(v) == 0:
+        raise ValueError("no verdicts to draw")
+    base = v.metric.str.split("@").str[0]
+    unknown = sorted(set(metrics) - set(FOREST_TITLES))
+    if unknown:
+        raise ValueError(f"unknown metric(s) {unknown}; choose from {list(FOREST_TITLES)}")
+    keep = base.isin(metrics) & v.regime.isin(regimes)
+    if not keep.any():
+        raise ValueError(f"no verdicts for metrics {list(metrics)} in regimes {list(regimes)}")
+    return v[keep].assign(base=base[keep])
+
+
+def _forest_panel(ax, metric: str, d) -> None:
+    """One metric's axis: scale, equivalence band, no-effect line, ticks, labels, title.
+    `d` holds that metric's verdicts (their checkpoint goes into an accuracy title)."""
+    from .. import stats
+
+    if metric == "time_to_solve":
+        ax.set_xscale("log")
+        ax.set_xlim(*RATIO_LIMITS)
+        ax.axvspan(*stats.RATIO_BOUNDS, color="0.9", lw=0, zorder=0)
+        ax.axvline(1.0, color="0.45", lw=0.8, zorder=1)
+        ax.set_xticks([0.125, 0.25, 0.5, 1, 2, 4, 8])
+        ax.set_xticklabels(["⅛", "¼", "½", "1", "2", "4", "8"], fontsize=8)
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+        ax.set_xlabel("median steps, control / reference\n← control sooner · later →", fontsize=8)
+        ax.set_title("time to solve\n(log scale)", fontsize=9)
+    else:
+        margin = 100 * stats.EQUIVALENCE_MARGIN
+        ax.axvspan(-margin, margin, color="0.9", lw=0, zorder=0)
+        ax.axvline(0.0, color="0.45", lw=0.8, zorder=1)
+        ax.set_xlim(-105, 105)
+        ax.set_xticks([-100, -50, 0, 50, 100])
+        ax.tick_params(axis="x", labelsize=8)
+        ax.set_xlabel("control − reference (points)\n← control lower · higher →", fontsize=8)
+        title = FOREST_TITLES[metric]
+        at = [m.partition("@")[2] for m in d.metric if "@" in m]
+        if at and len(set(at)) == 1:
+            title += f"\nat {int(at[0]):,} steps"
+        ax.set_title(title, fontsize=9)
+    ax.grid(axis="y", visible=False)
+
+
+def _forest_point(ax, r, y: float, ratio: bool) -> None:
+    """One verdict at height y: its interval and its point, in its verdict's colour."""
+    color = VERDICT_COLORS.get(r.verdict, BLACK)
+    point, low, high, clipped = _forest_values(r, ratio)
+    if not (math.isnan(low) or math.isnan(high)):
+        ax.plot([low, high], [y, y], color=color, lw=1.3, solid_capstyle="butt", zorder=2)
+    if not math.isnan(point):
+        marker = {1: ">", -1: "<"}.get(clipped, REGIME_MARKERS.get(r.regime, "o"))
+        ax.plot([point], [y], marker=marker, color=color, ms=5.5, mec="white", mew=0.6,
+                ls="none", zorder=3)
+
+
+def _forest_legend(ax, verdicts: set, regimes) -> None:
+    """The verdicts present and the regimes' markers, outside the last panel."""
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], color=c, lw=1.3, marker="o", ms=5, label=k)
+               for k, c in VERDICT_COLORS.items() if k in verdicts]
+    handles += [Line2D([], [], color="0.3", ls="none", marker=REGIME_MARKERS.get(r, "o"), ms=5,
+                       label=f"{r} data") for r in regimes]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8,
+              borderaxespad=0.0)

@@ -10,6 +10,7 @@ from .cache import (
     check_entry,
     environment,
     execute,
+    is_committed,
     kept_run,
     load_entry,
     load_model,
@@ -17,6 +18,7 @@ from .cache import (
     run_path,
     store,
     study_compile,
+    study_weights_dir,
     trained_weights,
     weights_path,
     weights_step,
@@ -34,6 +36,7 @@ from .plan import (
 )
 from .results import (
     FRESH_DIR,
+    StudySettings,
     chapter_curves,
     chapter_results,
     curves_frame,
@@ -42,12 +45,14 @@ from .results import (
     load_curves,
     load_results,
     run_study,
+    study_settings,
     summary_path,
     write_summary,
 )
 
 __all__ = ["STUDY_DIR", "WEIGHTS_DIR", "check_entry", "environment", "execute", "load_entry",
-           "kept_run", "load_model", "load_weights", "study_compile", "trained_weights", "run_path",
+           "is_committed", "kept_run", "load_model", "load_weights", "study_compile",
+           "study_weights_dir", "trained_weights", "run_path", "StudySettings", "study_settings",
            "store", "weights_path", "weights_step", "ALPHABET_VARIANTS",
            "EXTRAPOLATE",
            "MEASUREMENTS", "SEEDS", "STUDY_VERSION", "THETAS", "Run", "plan", "unique_runs",

@@ -73,6 +73,17 @@ def load_weights(run: Run, weights_dir: Path = WEIGHTS_DIR):
     return load_model(path, run.config) if path.exists() else None
 
 
+def is_committed(cache_dir: Path) -> bool:
+    """Whether `cache_dir` is the committed study's folder (artifacts/study)."""
+    return Path(cache_dir).resolve() == STUDY_DIR.resolve()
+
+
+def study_weights_dir(cache_dir: Path) -> Path:
+    """Where a study keeps its weights: the committed study's in artifacts/weights, any
+    other beside its run files (so a scratch study never writes into the repository)."""
+    return WEIGHTS_DIR if is_committed(cache_dir) else Path(cache_dir) / "weights"
+
+
 def study_compile(committed: bool) -> bool:
     """Whether a study's runs train compiled: the committed study always is; any other
     (a reader's fresh runs, a separate cache) follows LLAMANAT_COMPILE. Compiled and eager
@@ -160,7 +171,7 @@ def execute(run: Run) -> tuple[dict, bytes | None]:
         env = environment()
     entry = {"key": run.key, "record": run.record(), "label": run.label,
              "params": result.model.num_parameters(), "solve_step": result.solve_step,
-             "stop_step": result.stop_step, "curve": result.curve, "dense": result.dense,
+             "stop_step": result.stop_step, "curve": result.test_curve, "dense": result.val_curve,
              "losses": result.losses[:LOSSES_KEPT], "final_loss": result.losses[-1],
              "seconds": round(result.seconds, 2), "env": env}
     weights = None

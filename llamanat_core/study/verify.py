@@ -27,6 +27,7 @@ TOLERANCE = 3e-5
 
 @dataclass(frozen=True)
 class Check:
+    """One committed run re-fitted: the largest training-loss difference over its first steps."""
     key: str
     label: str
     max_diff: float

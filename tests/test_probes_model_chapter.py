@@ -9,7 +9,7 @@ import torch
 from llamanat_core import REFERENCE, VARIANTS, TinyLlama, variant_config
 from llamanat_core.blocks import causal_mask
 from llamanat_core.kv import PUBLISHED, llama_parameters
-from llamanat_core.probes import model as mp
+from llamanat_core.probes import model_chapter as mp
 
 
 def test_the_sheet_mapping_is_the_one_hf_uses():

@@ -7,7 +7,8 @@ import torch
 
 from llamanat_core import TinyLlama, variant_config
 from llamanat_core.kv import KVCache, kv_cache_bytes
-from llamanat_core.probes import kvcache as kp
+from llamanat_core.probes import kv_cache_chapter as kp
+from llamanat_core.study.kv_timing import write_timing
 from llamanat_core.tasks import Recall
 
 
@@ -101,7 +102,7 @@ def test_timing_file_round_trip_is_atomic(tmp_path):
         kp.load_timing(path)
     timing = {"lengths": [16, 32], "cached_ms": [0.5, 0.6], "recompute_ms": [0.7, 1.2],
               "machine": {"cpu": "x", "torch": "y", "threads": 1}}
-    assert kp.write_timing(timing, path) == path
+    assert write_timing(timing, path) == path
     assert kp.load_timing(path) == timing
     assert [p.name for p in path.parent.iterdir()] == ["kv_timing.json"]  # no temp file left
     path.write_text(json.dumps({"lengths": [16], "cached_ms": [1.0, 2.0], "recompute_ms": [1.0],
