@@ -98,6 +98,20 @@ def position_heatmap(ax, frame, title: str | None = None, mark=("queried key", "
     return im
 
 
+def _mass_panel(ax, values, title: str, title_size: float, xlabels, rotation: float, ylabels,
+                label_size: float):
+    """One heat panel of attention mass in [0, 1]: rows `ylabels`, columns `xlabels`."""
+    im = ax.imshow(values, cmap=_heat_cmap(), vmin=0.0, vmax=1.0, aspect="auto",
+                   interpolation="nearest")
+    ax.grid(False)
+    ax.set_title(title, fontsize=title_size)
+    ax.set_xticks(np.arange(len(xlabels)))
+    ax.set_xticklabels(xlabels, rotation=rotation, ha="right", fontsize=label_size)
+    ax.set_yticks(np.arange(len(ylabels)))
+    ax.set_yticklabels(ylabels, fontsize=label_size)
+    return im
+
+
 def recall_attention_figure(summaries: dict, value: str = "mass"):
     """The recall summary (`mechanism.recall_attention`) as heatmaps: one row per model,
     one column per list length; in each, every layer and head (rows) against the roles
@@ -115,14 +129,8 @@ def recall_attention_figure(summaries: dict, value: str = "mass"):
             ax = axes[r, c]
             d = df[df.n_pairs == n].pivot_table(index=["layer", "head"], columns="role", values=value)
             d = d[list(RECALL_ROLES)]  # (L*H, roles)
-            im = ax.imshow(d.to_numpy(), cmap=_heat_cmap(), vmin=0.0, vmax=1.0, aspect="auto",
-                           interpolation="nearest")
-            ax.grid(False)
-            ax.set_title(f"{label}: {n} pairs", fontsize=9)
-            ax.set_xticks(np.arange(len(RECALL_ROLES)))
-            ax.set_xticklabels(RECALL_ROLES, rotation=45, ha="right", fontsize=8)
-            ax.set_yticks(np.arange(len(d)))
-            ax.set_yticklabels([f"L{layer} H{head}" for layer, head in d.index], fontsize=8)
+            im = _mass_panel(ax, d.to_numpy(), f"{label}: {n} pairs", 9, RECALL_ROLES, 45,
+                             [f"L{layer} H{head}" for layer, head in d.index], 8)
         axes[r, 0].set_ylabel("layer, head")
     fig.colorbar(im, ax=axes, label="attention mass from the answer position", fraction=0.03, pad=0.02)
     return fig
@@ -174,14 +182,8 @@ def addition_attention_figure(summaries: dict, layers=None):
             ax = axes[r, c]
             d = df[(df.layer == layer) & (df["head"] == head)].pivot(
                 index="target", columns="source", values="mass").loc[list(CHAIN), list(ADDITION_SOURCES)]
-            im = ax.imshow(d.to_numpy(), cmap=_heat_cmap(), vmin=0.0, vmax=1.0, aspect="auto",
-                           interpolation="nearest")
-            ax.grid(False)
-            ax.set_title(f"{label}: L{layer} H{head}", fontsize=8)
-            ax.set_xticks(np.arange(len(ADDITION_SOURCES)))
-            ax.set_xticklabels(ADDITION_SOURCES, rotation=60, ha="right", fontsize=7.5)
-            ax.set_yticks(np.arange(len(CHAIN)))
-            ax.set_yticklabels(CHAIN, fontsize=7.5)
+            im = _mass_panel(ax, d.to_numpy(), f"{label}: L{layer} H{head}", 8, ADDITION_SOURCES, 60,
+                             CHAIN, 7.5)
         axes[r, 0].set_ylabel("predicting")
     for ax in axes[-1]:
         ax.set_xlabel("operand digit read")

@@ -89,11 +89,7 @@ def loss_figure(curves, variant: str, task: str, regimes=("finite", "fresh"), hl
             raise ValueError(f"no curves for {variant} on {task} in the {regime} regime")
         loss_curves_axes(ax, g, legend=ax is axes[0][-1])
         if hline is not None:
-            ax.axhline(hline, color=CHANCE_COLOR, lw=0.9, ls=":")
-            if hline_label:
-                ax.annotate(hline_label, xy=(1.0, hline), xycoords=("axes fraction", "data"),
-                            xytext=(-2, 2), textcoords="offset points", ha="right", va="bottom",
-                            fontsize=7.5, color=CHANCE_COLOR)
+            _reference_line(ax, hline, hline_label)
         ax.set_title(f"{variant}, {task}, {regime} data")
     for ax in axes[0][1:]:
         ax.set_ylabel("")
@@ -174,11 +170,7 @@ def loss_panels_figure(panels: dict, hline: float | None = None, hline_label: st
             raise ValueError(f"no curves for the panel {title!r}")
         loss_curves_axes(ax, g, legend=i == ncols - 1)
         if hline is not None:
-            ax.axhline(hline, color=CHANCE_COLOR, lw=0.9, ls=":")
-            if hline_label:
-                ax.annotate(hline_label, xy=(1.0, hline), xycoords=("axes fraction", "data"),
-                            xytext=(-2, 2), textcoords="offset points", ha="right", va="bottom",
-                            fontsize=7.5, color=CHANCE_COLOR)
+            _reference_line(ax, hline, hline_label)
         ax.set_title(title)
         if i % ncols:
             ax.set_ylabel("")
@@ -188,3 +180,12 @@ def loss_panels_figure(panels: dict, hline: float | None = None, hline_label: st
         ax.set_visible(False)
     fig.tight_layout()
     return fig
+
+
+def _reference_line(ax, y: float, label: str | None) -> None:
+    """A dotted horizontal line at loss `y` (e.g. ln 4), labelled at the right edge."""
+    ax.axhline(y, color=CHANCE_COLOR, lw=0.9, ls=":")
+    if label:
+        ax.annotate(label, xy=(1.0, y), xycoords=("axes fraction", "data"),
+                    xytext=(-2, 2), textcoords="offset points", ha="right", va="bottom",
+                    fontsize=7.5, color=CHANCE_COLOR)
