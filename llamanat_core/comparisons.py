@@ -298,7 +298,8 @@ def study_verdicts(results: pd.DataFrame | None = None) -> pd.DataFrame:
     return verdicts(results)
 
 
-def _metric_base(metric: str) -> str:
+def metric_base(metric: str) -> str:
+    """A verdict's metric without its checkpoint: 'test_acc@1200' -> 'test_acc'."""
     return metric.split("@", 1)[0]
 
 
@@ -315,7 +316,7 @@ def select(v: pd.DataFrame, *, measurement: str | None = None, controls=None, ta
             keep &= v[col].isin(want)
     if metrics is not None:
         metrics = [metrics] if isinstance(metrics, str) else list(metrics)
-        keep &= v.metric.map(_metric_base).isin(metrics)
+        keep &= v.metric.map(metric_base).isin(metrics)
     out = v[keep]
     if out.empty:
         raise ValueError(f"no verdict for measurement={measurement!r}, controls={controls!r}, "
@@ -343,7 +344,7 @@ def effect_text(row) -> str:
     """The effect with its 95 % interval, in the metric's unit: a median ratio '×0.38
     [0.31, 0.50]' for time to solve (below 1: the control solves sooner), a paired gap
     in accuracy points '+48.2 [+25.6, +74.2]' otherwise."""
-    if _metric_base(row.metric) == "time_to_solve":
+    if metric_base(row.metric) == "time_to_solve":
         def r(x):
             return "∞" if math.isinf(x) else ("–" if math.isnan(x) else f"{x:.2f}")
         return f"×{r(row.effect)} [{r(row.ci_low)}, {r(row.ci_high)}]"
@@ -368,7 +369,7 @@ def verdict_table(v: pd.DataFrame, **selection) -> pd.DataFrame:
     rows = select(v, **selection) if selection else v
     out = []
     for r in rows.itertuples():
-        if _metric_base(r.metric) == "time_to_solve":
+        if metric_base(r.metric) == "time_to_solve":
             values = (f"{_steps(r.reference_value)} → {_steps(r.control_value)} "
                       f"({r.solved_reference} → {r.solved_control} solved)")
         else:
