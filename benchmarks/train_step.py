@@ -250,33 +250,32 @@ def print_parts(profiles: dict[str, Counter]) -> None:
           "\n  which drops most of it.\n")
 
 
-def main() -> None:
-    torch.manual_seed(0)
-    cfg = variant_config("llama")
-    print(f"torch {torch.__version__}, 1 thread, batch {BATCH}, compile="
-          f"{'on' if compile_default() else 'off'}; CPU ms per step, median of {REPEATS} "
-          "interleaved repeats\n")
-    rows, profiles = [], {}
-    for task in ("addition", "recall"):
-        data, batches = task_batches(task)
-        t, alen = data.ids.shape[1] - 1, data.answer_len
-        t0 = time.perf_counter()
-        ours = FastStep(TinyLlama(cfg, 0).train(), alen, 1e-3, 1.0)
-        ours(batches[0])
-        compile_s = time.perf_counter() - t0
-        eager = FastStep(TinyLlama(cfg, 0).train(), alen, 1e-3, 1.0, compile=False)
-        guarded = fully_guarded(TinyLlama(cfg, 0).train(), alen)
-        hf = hf_step(hf_model(TinyLlama(cfg, 0)), alen)
-        ms = side_by_side({"ours": ours, "eager": eager, "hf": hf, "matmul": large_matmul()},
-                          batches)
-        ms["guards"] = paired_difference(guarded, ours, batches)
-        gflops = 2 * MATMUL_N ** 3 / ms["matmul"] / 1e6
-        full, trunc = step_flops(cfg, t, alen), step_flops(cfg, t, alen, truncated=True)
-        in_gemms, shapes, parts = gemm_profile(profiled_graph(TinyLlama(cfg, 0).train(), alen),
-                                               batches)
-        rows.append((task, t, alen, ms, gflops, full / gflops / 1e6, trunc / gflops / 1e6,
-                     compile_s, in_gemms, gemm_flops(shapes) / in_gemms / 1e6))
-        profiles[task] = parts
+def measure_task(cfg, task: str) -> tuple[tuple, dict]:
+    """One task's row of the table (step times, floors, first-step seconds, time in the
+    matrix multiplies) and its profile by part."""
+    data, batches = task_batches(task)
+    t, alen = data.ids.shape[1] - 1, data.answer_len
+    t0 = time.perf_counter()
+    ours = FastStep(TinyLlama(cfg, 0).train(), alen, 1e-3, 1.0)
+    ours(batches[0])
+    compile_s = time.perf_counter() - t0
+    eager = FastStep(TinyLlama(cfg, 0).train(), alen, 1e-3, 1.0, compile=False)
+    guarded = fully_guarded(TinyLlama(cfg, 0).train(), alen)
+    hf = hf_step(hf_model(TinyLlama(cfg, 0)), alen)
+    ms = side_by_side({"ours": ours, "eager": eager, "hf": hf, "matmul": large_matmul()},
+                      batches)
+    ms["guards"] = paired_difference(guarded, ours, batches)
+    gflops = 2 * MATMUL_N ** 3 / ms["matmul"] / 1e6
+    full, trunc = step_flops(cfg, t, alen), step_flops(cfg, t, alen, truncated=True)
+    in_gemms, shapes, parts = gemm_profile(profiled_graph(TinyLlama(cfg, 0).train(), alen),
+                                           batches)
+    row = (task, t, alen, ms, gflops, full / gflops / 1e6, trunc / gflops / 1e6,
+           compile_s, in_gemms, gemm_flops(shapes) / in_gemms / 1e6)
+    return row, parts
+
+
+def print_table(rows) -> None:
+    """The step times against their floors, then what dynamo's full guards would cost."""
     print(f"{'task':9s} {'T':>3s} {'sup':>3s} {'GFLOP/s':>7s} {'floor':>6s} {'ours':>12s} "
           f"{'eager':>12s} {'transformers':>13s} {'our floor':>9s} {'in GEMMs':>12s} "
           f"{'1st step s':>10s}")
@@ -296,9 +295,10 @@ def main() -> None:
               f"({ms['guards'] / ms['ours']:+.1%} of ours, which checks only its tensors and the state)")
     print(f"  median of {PAIRED_REPEATS} paired repeats of {STEPS_PER_REPEAT} steps, in "
           "alternating order: a difference this small needs more repeats than the table\n")
-    print_parts(profiles)
 
-    # scoring 200 addition items
+
+def print_scoring(cfg) -> None:
+    """Scoring 200 addition items: batched with the KV cache against one at a time without."""
     task = TaskSpec("addition").make(0)
     test = task.splits(4000, 200, 200).test
     model = TinyLlama(cfg, 0).eval()
@@ -324,6 +324,21 @@ def main() -> None:
     c, u = statistics.median(cached_ms), statistics.median(uncached_ms)
     print(f"scoring 200 addition items: batched + KV cache {c:.1f} ms, one at a time "
           f"uncached {u:.1f} ms, ratio {u / c:.1f}x")
+
+
+def main() -> None:
+    torch.manual_seed(0)
+    cfg = variant_config("llama")
+    print(f"torch {torch.__version__}, 1 thread, batch {BATCH}, compile="
+          f"{'on' if compile_default() else 'off'}; CPU ms per step, median of {REPEATS} "
+          "interleaved repeats\n")
+    rows, profiles = [], {}
+    for task in ("addition", "recall"):
+        row, profiles[task] = measure_task(cfg, task)
+        rows.append(row)
+    print_table(rows)
+    print_parts(profiles)
+    print_scoring(cfg)
 
 
 if __name__ == "__main__":

@@ -53,17 +53,26 @@ def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
     return x.reshape(b, h_kv * n_rep, t, d)  # (B, H, T, D)
 
 
+def attention_probabilities(q: torch.Tensor, k: torch.Tensor,
+                            mask: torch.Tensor | None) -> torch.Tensor:
+    """softmax(q kᵀ / √D) with the mask applied, in at least float32 -> (B, H, Tq, Tk).
+
+    q (B, H, Tq, D), k (B, H, Tk, D), mask (Tq, Tk) bool, True where allowed. Row i is
+    query i's distribution over the keys: the attention weights.
+    """
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, Tq, Tk)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return torch.softmax(scores.to(at_least_float32(scores.dtype)), dim=-1).to(q.dtype)
+
+
 def manual_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                      mask: torch.Tensor | None) -> torch.Tensor:
     """The readable path: scores, explicit mask, softmax in at least float32, weighted sum of V.
 
     q (B, H, Tq, D), k and v (B, H, Tk, D), mask (Tq, Tk) bool, True where allowed.
     """
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, Tq, Tk)
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    weights = torch.softmax(scores.to(at_least_float32(scores.dtype)), dim=-1).to(q.dtype)
-    return weights @ v  # (B, H, Tq, D)
+    return attention_probabilities(q, k, mask) @ v  # (B, H, Tq, D)
 
 
 def elementwise_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
@@ -88,6 +97,16 @@ def causal_mask(t_q: int, t_k: int) -> torch.Tensor:
 
 
 class Attention(nn.Module):
+    """Causal self-attention with grouped KV heads and rotary positions on Q and K.
+
+    `n_heads` query heads share `n_kv_heads` key/value heads (`repeat_kv`); RoPE, when
+    the model passes its tables, rotates queries and keys, never values. `Config.attention`
+    picks how the weighted sum is computed: "sdpa" (torch's fused kernel), "manual" (the
+    readable path) or "elementwise" (the compiled training step's); all compute the same
+    function. With `return_weights=True` it also returns the attention probabilities,
+    computed on the readable path, as transformers' eager attention does.
+    """
+
     def __init__(self, cfg: Config, layer: int):
         super().__init__()
         self.cfg, self.layer = cfg, layer
@@ -96,11 +115,13 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(cfg.d_model, cfg.n_kv_heads * cfg.head_dim, bias=cfg.bias)
         self.o_proj = nn.Linear(cfg.n_heads * cfg.head_dim, cfg.d_model, bias=cfg.bias)
 
-    def forward(self, x, rope=None, cache=None, start: int = 0, last: int | None = None):
+    def forward(self, x, rope=None, cache=None, start: int = 0, last: int | None = None,
+                return_weights: bool = False):
         """x (B, T, C) -> (B, T, C); with `last`, only the last queries: (B, last, C).
 
         Keys and values always cover every position; `last` only drops queries whose
         output nobody reads (the final layer of a loss on the answer positions).
+        With `return_weights`, (output, weights (B, H, Tq, Tk)), both from the manual path.
         """
         cfg = self.cfg
         b, t, _ = x.shape
@@ -118,7 +139,11 @@ class Attention(nn.Module):
             k, v = k.to(q.dtype), v.to(q.dtype)
         k, v = repeat_kv(k, cfg.n_rep), repeat_kv(v, cfg.n_rep)  # (B, H, Tk, D)
         t_k = k.shape[2]
-        if cfg.attention == "manual":
+        weights = None
+        if return_weights:
+            weights = attention_probabilities(q, k, causal_mask(t_q, t_k))  # (B, H, Tq, Tk)
+            out = weights @ v  # manual_attention, keeping its weights
+        elif cfg.attention == "manual":
             out = manual_attention(q, k, v, causal_mask(t_q, t_k))
         elif cfg.attention == "elementwise":
             out = elementwise_attention(q, k, v, causal_mask(t_q, t_k))
@@ -129,7 +154,7 @@ class Attention(nn.Module):
         else:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=causal_mask(t_q, t_k))
         out = out.transpose(1, 2).reshape(b, t_q, cfg.n_heads * cfg.head_dim)  # (B, Tq, H*D)
-        return self.o_proj(out)
+        return self.o_proj(out) if weights is None else (self.o_proj(out), weights)
 
 
 class SwiGLU(nn.Module):
@@ -164,6 +189,12 @@ class GeluMLP(nn.Module):
 
 
 class DecoderLayer(nn.Module):
+    """One decoder block: attention then feed-forward, each with its norm and residual add.
+
+    Pre-norm (LLaMA): x + attn(norm(x)), then x + mlp(norm(x)). `norm_position="post"` is
+    the 2017 placement, norm(x + sublayer(x)); "none" makes both norms identities.
+    """
+
     def __init__(self, cfg: Config, layer: int):
         super().__init__()
         self.norm_position = cfg.norm_position

@@ -22,24 +22,21 @@ def _seeds(text: str) -> tuple[int, ...]:
     return seeds
 
 
-def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer seed, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer seed, got {text!r}")
-    return value
+def _whole_number(minimum: int, expected: str):
+    """An argparse type: an integer >= `minimum`, else the error 'expected <expected>'."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+    return parse
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+_seed = _whole_number(0, "a non-negative integer seed")
+_positive = _whole_number(1, "a positive integer")
 
 
 def cmd_params(args) -> int:
@@ -59,7 +56,7 @@ def cmd_params(args) -> int:
 
 
 def cmd_cache(args) -> int:
-    from .probes.kvcache import arithmetic_table, human_bytes
+    from .probes.kv_cache_chapter import arithmetic_table, human_bytes
 
     table = arithmetic_table(args.positions, args.batch, args.bytes)
     print(f"KV cache, K and V, batch {args.batch}, {args.bytes} bytes per value "
@@ -93,92 +90,75 @@ def cmd_fit(args) -> int:
 
     result = fit(cfg, spec, args.seed, budget, progress)
     bar.close()
-    cols = [c for c in result.curve[0] if c != "step"]
+    cols = [c for c in result.test_curve[0] if c != "step"]
     solved = (f"solved at step {result.solve_step:,}" if result.solve_step is not None
               else f"not solved (validation accuracy >= {budget.solve_at:.0%})")
     print(f"{args.variant} {args.task} {args.regime} seed={args.seed}: "
           f"{result.model.num_parameters():,} parameters, {solved}, stopped at {result.stop_step:,}, "
           f"{result.seconds:.1f} s ({1000 * result.seconds / result.stop_step:.1f} ms/step incl. scoring)")
     print(f"{'step':>6} " + " ".join(f"{c:>12}" for c in cols))
-    for row in result.curve:
+    for row in result.test_curve:
         print(f"{row['step']:>6} " + " ".join(
             f"{row[c]:>12.4f}" if row[c] is not None else f"{'-':>12}" for c in cols))
     return 0
 
 
 def cmd_study(args) -> int:
-    from pathlib import Path
-
-    from .fast import compile_default
     from .study import (
         MEASUREMENTS,
         SEEDS,
-        STUDY_DIR,
-        WEIGHTS_DIR,
         plan,
         run_study,
         study_plan,
+        study_settings,
         unique_runs,
         write_summary,
     )
-    from .train import Budget
 
-    if args.quick:
-        budget, seeds = Budget.for_steps(args.steps or 60), args.seeds or (0, 1)
-        cache_dir = Path(args.cache_dir or ".quick")
-    else:
-        budget = Budget.for_steps(args.steps)
-        seeds = args.seeds or SEEDS
-        cache_dir = Path(args.cache_dir) if args.cache_dir else STUDY_DIR
-        if cache_dir.resolve() == STUDY_DIR.resolve() and budget != Budget():
-            print("llamanat study: error: a reduced --steps needs --quick or --cache-dir, so the "
-                  "committed study only ever holds the full budget", file=sys.stderr)
-            return 2
-    # The committed study is compiled; an eager study (LLAMANAT_COMPILE=0) rounds differently,
-    # so its runs have other keys and belong in another folder.
-    committed = cache_dir.resolve() == STUDY_DIR.resolve()
-    compile = compile_default() or (committed and args.list)
-    if not compile and committed:
-        print("llamanat study: error: LLAMANAT_COMPILE=0 trains eagerly, which the committed "
-              "study is not; add --cache-dir DIR", file=sys.stderr)
-        return 2
+    settings = study_settings(args.quick, args.steps, args.seeds, args.cache_dir, args.list)
     only = tuple(args.only) if args.only else MEASUREMENTS + ("kv_cache",)
     measurements = tuple(m for m in only if m != "kv_cache")
-    options = {}
-    if args.address is not None and args.executor != "ray":
-        print("llamanat study: error: --address names a Ray cluster; add --executor ray",
-              file=sys.stderr)
-        return 2
-    if args.executor == "ray" and not args.list and measurements:
-        from .study.executors import check_ray
-
-        check_ray(args.address)  # before any work: Ray importable, the head reachable
-        options["address"] = args.address
+    options = _executor_options(args, measurements)
+    # The whole study is the first ten seeds of every row plus the seeds the stage-1 rule adds
+    whole = set(measurements) == set(MEASUREMENTS) and settings.seeds == SEEDS and not args.quick
+    if args.added_seeds and not whole:
+        raise ValueError("--added-seeds extends the whole study (no --only, --seeds or --quick)")
+    if whole:
+        p = study_plan(settings.cache_dir, settings.budget, settings.compile, train_added=args.added_seeds)
+    else:
+        p = plan(measurements, settings.seeds, settings.budget, settings.compile) if measurements else {}
     if args.list:
-        for r in unique_runs(plan(measurements, seeds, budget, compile)) if measurements else ():
+        for r in unique_runs(p) if measurements else ():
             print(r.key, r.label)
         if "kv_cache" in only:
             print("kv_cache: KV-cache timings, measured into artifacts/study/kv_timing.json")
         return 0
     if "kv_cache" in only:
-        _kv_timing(force="kv_cache" in (args.only or ()))
+        from .study.kv_timing import ensure_timing
+
+        ensure_timing(force="kv_cache" in (args.only or ()))
     if not measurements:
         return 0
-    whole = set(measurements) == set(MEASUREMENTS) and seeds == SEEDS and not args.quick
-    if args.added_seeds and not whole:
-        print("llamanat study: error: --added-seeds extends the whole study (no --only, --seeds or "
-              "--quick)", file=sys.stderr)
-        return 2
-    p = (study_plan(cache_dir, budget, compile, train_added=args.added_seeds) if whole
-         else plan(measurements, seeds, budget, compile))
-    weights_dir = WEIGHTS_DIR if cache_dir.resolve() == STUDY_DIR.resolve() else cache_dir / "weights"
-    entries = run_study(unique_runs(p), cache_dir, args.workers, weights_dir=weights_dir,
+    entries = run_study(unique_runs(p), settings.cache_dir, args.workers, weights_dir=settings.weights_dir,
                         executor=args.executor, interleave=not args.added_seeds, **options)
     if set(measurements) == set(MEASUREMENTS):
-        write_summary(p, entries, cache_dir)
-        print(f"study: summary written to {cache_dir / 'results.csv'} and {cache_dir / 'curves.csv'}",
-              file=sys.stderr)
+        write_summary(p, entries, settings.cache_dir)
+        print(f"study: summary written to {settings.cache_dir / 'results.csv'} and "
+              f"{settings.cache_dir / 'curves.csv'}", file=sys.stderr)
     return 0
+
+
+def _executor_options(args, measurements) -> dict:
+    """--executor ray's options, after checking (before any work) that Ray imports and the
+    head at --address answers; --address without --executor ray is an error."""
+    if args.address is not None and args.executor != "ray":
+        raise ValueError("--address names a Ray cluster; add --executor ray")
+    if args.executor != "ray" or args.list or not measurements:
+        return {}
+    from .study.executors import check_ray
+
+    check_ray(args.address)
+    return {"address": args.address}
 
 
 def cmd_verify(args) -> int:
@@ -200,21 +180,6 @@ def cmd_verify(args) -> int:
     return 0
 
 
-def _kv_timing(force: bool) -> None:
-    """The KV-cache timings: measured once into a committed file, recording the machine."""
-    from .probes.kvcache import TIMING_PATH, load_timing, measure_timing, write_timing
-
-    if not force:
-        try:
-            load_timing()
-            print(f"study: KV-cache timings present in {TIMING_PATH}", file=sys.stderr)
-            return
-        except (OSError, ValueError) as e:
-            print(f"study: KV-cache timings need measuring ({e})", file=sys.stderr)
-    print("study: measuring KV-cache timings (about 20 s)", file=sys.stderr)
-    write_timing(measure_timing())
-
-
 def cmd_chapters(args) -> int:
     from .chapters import run_chapters
 
@@ -233,14 +198,22 @@ def cmd_chapters(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The `llamanat` parser: one subcommand per `_add_NAME` below, each with --help."""
     parser = argparse.ArgumentParser(
         prog="llamanat", description="LLaMA Anatomy: the tiny LLaMA, its controls, and the study.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (_add_params, _add_cache, _add_fit, _add_study, _add_verify, _add_chapters):
+        add(sub)
+    return parser
 
+
+def _add_params(sub) -> None:
     p = sub.add_parser("params", help="the parameter table of every variant",
                        description="Print each variant, the field it changes and its exact parameter count.")
     p.set_defaults(func=cmd_params)
 
+
+def _add_cache(sub) -> None:
     p = sub.add_parser("cache", help="KV-cache arithmetic, no training",
                        description="Exact KV-cache bytes for the tiny model's MHA/GQA/MQA and for LLaMA-1 "
                                    "7B-65B and Llama-2-70B at their context lengths.")
@@ -249,7 +222,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bytes", type=_positive, default=2, help="bytes per value (2 = fp16)")
     p.set_defaults(func=cmd_cache)
 
+
+def _add_fit(sub) -> None:
     from .config import VARIANTS
+
     p = sub.add_parser("fit", help="train one model under the budget and print its curve",
                        description="Train one variant on one task under the study's budget and print "
                                    "the test checkpoints (1,200 steps at least, then until solved "
@@ -266,6 +242,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=_positive, default=1, help="torch threads (1, as the study)")
     p.set_defaults(func=cmd_fit)
 
+
+def _add_study(sub) -> None:
     p = sub.add_parser("study", help="run the measurement plan (resumable, parallel)",
                        description="Run every run of the plan not already cached; killing it loses at most "
                                    "the runs in flight. Runs train in a local process pool, or as Ray "
@@ -294,6 +272,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "undecided by seeds 0-9 (hours; resumable)")
     p.set_defaults(func=cmd_study)
 
+
+def _add_verify(sub) -> None:
     p = sub.add_parser("verify", help="check committed runs against this code on this CPU",
                        description="Re-fit the first 50 steps of a sample of committed runs with the plain "
                                    "training loop and compare every step's loss with the committed one. "
@@ -303,6 +283,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cache-dir", default=None, help="the study to check (default artifacts/study)")
     p.set_defaults(func=cmd_verify)
 
+
+def _add_chapters(sub) -> None:
     p = sub.add_parser("chapters", help="execute chapters with papermill into artifacts/",
                        description="Execute chapters/NAME.md into artifacts/NAME.ipynb (all by default).")
     p.add_argument("names", nargs="*", help="chapter names (default: all, in book order)")
@@ -312,7 +294,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None,
                    help="output folder (default artifacts/, or .fresh/chapters/ with parameters)")
     p.set_defaults(func=cmd_chapters)
-    return parser
 
 
 def main(argv=None) -> int:

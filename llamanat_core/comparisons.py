@@ -36,9 +36,9 @@ from .stats import (
     paired_sign_test_censored,
     sign_flip_test,
 )
+from .train import REGIMES  # the budget's data regimes, re-exported for the chapters
 
 VERDICTS = ("better", "worse", "equivalent", "both at chance", "undecided")
-REGIMES = ("finite", "fresh")
 REGIME_NAMES = {"finite": "finite set (4,000 items, reused)", "fresh": "fresh items every batch"}
 METRIC_LABELS = {"time_to_solve": "time to solve", "test_acc": "accuracy",
                  "test_acc_8": "8-pair accuracy", "test_acc_12": "12-pair accuracy"}
@@ -82,6 +82,17 @@ the fixed checkpoint (1,200 steps in the study) and named e.g. `test_acc@1200`; 
 the stop is reported elsewhere and not tested (runs stopped at different steps)."""
 
 SWEEP_REFERENCE_THETA = 10_000.0
+
+
+def variant_rows(frame: pd.DataFrame, variant: str, task: str, regime: str | None = None) -> pd.DataFrame:
+    """The rows of `variant` on `task` (in `regime`, if given) at the study's own settings:
+    `name` answers and the reference rotation base, so neither the sweep's other bases
+    nor the alphabet's `copy` formulation slip in. Works on results, runs and curves."""
+    keep = ((frame.variant == variant) & (frame.task == task) & (frame.answer == "name")
+            & np.isclose(frame.rope_theta, SWEEP_REFERENCE_THETA))
+    if regime is not None:
+        keep &= frame.regime == regime
+    return frame[keep]
 
 TESTS = {
     "time_to_solve": "log-rank (two-sided)",
@@ -300,7 +311,8 @@ def study_verdicts(results: pd.DataFrame | None = None) -> pd.DataFrame:
     return verdicts(results)
 
 
-def _metric_base(metric: str) -> str:
+def metric_base(metric: str) -> str:
+    """A verdict's metric without its checkpoint: 'test_acc@1200' -> 'test_acc'."""
     return metric.split("@", 1)[0]
 
 
@@ -317,7 +329,7 @@ def select(v: pd.DataFrame, *, measurement: str | None = None, controls=None, ta
             keep &= v[col].isin(want)
     if metrics is not None:
         metrics = [metrics] if isinstance(metrics, str) else list(metrics)
-        keep &= v.metric.map(_metric_base).isin(metrics)
+        keep &= v.metric.map(metric_base).isin(metrics)
     out = v[keep]
     if out.empty:
         raise ValueError(f"no verdict for measurement={measurement!r}, controls={controls!r}, "
@@ -341,7 +353,7 @@ def effect_text(row) -> str:
     """The effect with its 95 % interval, in the metric's unit: a median ratio '×0.38
     [0.31, 0.50]' for time to solve (below 1: the control solves sooner), a paired gap
     in accuracy points '+48.2 [+25.6, +74.2]' otherwise."""
-    if _metric_base(row.metric) == "time_to_solve":
+    if metric_base(row.metric) == "time_to_solve":
         def r(x):
             return "∞" if math.isinf(x) else ("–" if math.isnan(x) else f"{x:.2f}")
         return f"×{r(row.effect)} [{r(row.ci_low)}, {r(row.ci_high)}]"
@@ -366,7 +378,7 @@ def verdict_table(v: pd.DataFrame, **selection) -> pd.DataFrame:
     rows = select(v, **selection) if selection else v
     out = []
     for r in rows.itertuples():
-        if _metric_base(r.metric) == "time_to_solve":
+        if metric_base(r.metric) == "time_to_solve":
             values = (f"{steps_text(r.reference_value)} → {steps_text(r.control_value)} "
                       f"({r.solved_reference} → {r.solved_control} solved)")
         else:
@@ -404,8 +416,7 @@ def solve_table(results: pd.DataFrame, variants, tasks=("addition", "recall"),
     for task in tasks:
         for regime in regimes:
             for variant in variants:
-                g = r[(r.task == task) & (r.regime == regime) & (r.variant == variant)
-                      & (r.answer == "name") & np.isclose(r.rope_theta, 10_000.0)]
+                g = variant_rows(r, variant, task, regime)
                 if g.empty:
                     continue
                 k, n = int((~g.censored).sum()), len(g)

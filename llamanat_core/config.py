@@ -18,6 +18,12 @@ ATTENTION = ("sdpa", "manual", "elementwise")
 
 @dataclass(frozen=True)
 class Config:
+    """Every choice of the model, one field each (the reference's values by default).
+
+    Frozen and hashable; `replace` gives a copy with fields replaced, and an impossible
+    setting (heads not divisible by KV heads, an odd head_dim, a non-positive size, an
+    unknown kind) raises ValueError naming the field. `variant_config` builds the variants.
+    """
     vocab_size: int = 61
     d_model: int = 64
     n_layers: int = 2

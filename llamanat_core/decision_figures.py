@@ -349,7 +349,8 @@ def solve_curves_figure(cells: dict, cap: float, reference: str = "reference", c
                 continue
             ref, ctl = cells[(r, c)]
             ax.step(grid, 100 * share_solved(ref, grid), where="post", **REFERENCE_STYLE)
-            ax.step(grid, 100 * share_solved(ctl, grid), where="post", color=colors.get(c, PALETTE[3]), lw=1.6)
+            ax.step(grid, 100 * share_solved(ctl, grid), where="post", color=colors.get(c, PALETTE[3]),
+                    lw=1.6)
             if notes and (r, c) in notes:  # above the 100 % line, where no curve goes
                 ax.text(0.03, 0.98, notes[(r, c)], transform=ax.transAxes, ha="left", va="top", fontsize=7.5,
                         color=CHANCE_COLOR)
@@ -440,6 +441,7 @@ def inversion_figure(shifts, pvalues, level: float, interval: tuple[float, float
     return fig
 
 
-__all__ = ["inversion_figure", "chapter_decisions", "decision_table", "verdict_counts", "effect_text", "signed", "row_label", "forest_figure",
-           "forest_axes", "panel_limits", "ratio_ticks", "plain", "share_solved", "solve_curves_figure",
-           "seed_strip_figure", "is_pending", "arm_values", "paired_values", "MINUS"]
+__all__ = ["inversion_figure", "chapter_decisions", "decision_table", "verdict_counts",
+           "effect_text", "signed", "row_label", "forest_figure", "forest_axes", "panel_limits",
+           "ratio_ticks", "plain", "share_solved", "solve_curves_figure", "seed_strip_figure",
+           "is_pending", "arm_values", "paired_values", "MINUS"]

@@ -44,6 +44,9 @@ def _members(highlight: str, cfg: Config) -> set[str]:
 
 
 class _Drawer:
+    """Draws the diagram's boxes, frames, arrows and residual adds on one axes, each in its
+    component's colour (or highlighted / greyed when a highlight is set)."""
+
     def __init__(self, ax, lit: set[str] | None):
         self.ax, self.lit = ax, lit
 
@@ -98,14 +101,8 @@ class _Drawer:
                      color="#ffffff" if face == HIGHLIGHT else "#000000")
 
 
-def block_diagram(cfg: Config | None = None, highlight: str | None = None):
-    """The decoder of `cfg` (default: the reference) as a matplotlib Figure.
-
-    `highlight` (one of HIGHLIGHTS) colours that component and greys the rest. The
-    drawing is of the pre-norm decoder; a config it cannot show raises ValueError."""
-    import matplotlib.pyplot as plt
-
-    cfg = REFERENCE if cfg is None else cfg
+def _check_drawable(cfg: Config, highlight: str | None) -> None:
+    """Raise ValueError for a highlight or a config the drawing cannot show."""
     if highlight is not None and highlight not in HIGHLIGHTS:
         raise ValueError(f"unknown highlight {highlight!r}; choose one of {list(HIGHLIGHTS)}")
     if cfg.norm_position != "pre":
@@ -115,18 +112,43 @@ def block_diagram(cfg: Config | None = None, highlight: str | None = None):
         raise ValueError("this config has no RoPE to highlight (Config.position='learned')")
     if highlight == "swiglu" and cfg.mlp != "swiglu":
         raise ValueError(f"this config has no SwiGLU to highlight (Config.mlp={cfg.mlp!r})")
+
+
+def block_diagram(cfg: Config | None = None, highlight: str | None = None):
+    """The decoder of `cfg` (default: the reference) as a matplotlib Figure.
+
+    `highlight` (one of HIGHLIGHTS) colours that component and greys the rest. The
+    drawing is of the pre-norm decoder; a config it cannot show raises ValueError."""
+    import matplotlib.pyplot as plt
+
+    cfg = REFERENCE if cfg is None else cfg
+    _check_drawable(cfg, highlight)
     use_book_style()
     fig, ax = plt.subplots(figsize=(7.0, 10.0))
     ax.set_xlim(0, 10)
     ax.set_ylim(0, 16.2)
     ax.axis("off")
     d = _Drawer(ax, None if highlight is None else _members(highlight, cfg))
-    mid = (X0 + X1) / 2
-    centre = [(a + b) / 2 for a, b in COLS]
-    d_model, heads, kv, hd = cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
-    norm = "RMSNorm" if cfg.norm == "rms" else "LayerNorm"
+    # bottom to top, in the order the patches have always been added (it fixes the PNG's bytes)
+    _draw_input(d, cfg)
+    _draw_attention(d, cfg)
+    _draw_feed_forward(d, cfg)
+    _draw_output(d, cfg)
+    return fig
 
-    # input: token ids -> embedding (+ the learned position table of the control)
+
+MID = (X0 + X1) / 2  # the main column's centre line
+CENTRES = [(a + b) / 2 for a, b in COLS]
+
+
+def _norm_name(cfg: Config) -> str:
+    return "RMSNorm" if cfg.norm == "rms" else "LayerNorm"
+
+
+def _draw_input(d: _Drawer, cfg: Config) -> None:
+    """Token ids -> embedding (+ the learned position table of the control), the frame of
+    one decoder layer, its first norm and the residual path around attention."""
+    ax, mid, d_model = d.ax, MID, cfg.d_model
     ax.text(mid, 0.3, "token ids", ha="center", va="center", fontsize=9)
     if cfg.position == "learned":
         d.box(X0, mid - 0.1, 0.7, 1.3, f"token embedding\n{cfg.vocab_size} × {d_model}", "embedding")
@@ -141,10 +163,14 @@ def block_diagram(cfg: Config | None = None, highlight: str | None = None):
     ax.text(0.6, 13.25, f"× {cfg.n_layers} decoder layers", ha="left", va="top", fontsize=9,
             fontweight="bold")
     d.arrow([(mid, 1.3), (mid, 2.2)])
-    d.box(X0, X1, 2.2, 2.7, f"{norm} ({d_model})", "norm")
+    d.box(X0, X1, 2.2, 2.7, f"{_norm_name(cfg)} ({d_model})", "norm")
     d.arrow([(mid, 1.95), (1.0, 1.95), (1.0, 8.75), (mid - 0.25, 8.75)], "residual")
 
-    # attention: q, k, v projections, RoPE on q and k, K/V heads repeated, scores, o
+
+def _draw_attention(d: _Drawer, cfg: Config) -> None:
+    """q, k, v projections, RoPE on q and k, K/V heads repeated, scores, o; the KV cache."""
+    ax, mid, centre = d.ax, MID, CENTRES
+    d_model, heads, kv, hd = cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
     d.frame(2.0, 7.35, 3.1, 7.7, "attention",
             f"attention (causal)\n{heads} query heads\n{kv} KV head{'s' if kv > 1 else ''}")
     ax.plot([mid, mid], [2.7, 2.95], color="#444444", lw=1.0, zorder=1)
@@ -181,12 +207,15 @@ def block_diagram(cfg: Config | None = None, highlight: str | None = None):
     d.arrow([k_out, (7.75, k_out[1])], dashed=True)
     d.arrow([(COLS[2][1], 3.45), (7.75, 3.45)], dashed=True)
 
+
+def _draw_feed_forward(d: _Drawer, cfg: Config) -> None:
+    """The residual add after attention, the second norm, and the feed-forward: SwiGLU
+    (gate, up, down), or the GELU control's two matrices; then the second residual add."""
+    ax, mid, d_model = d.ax, MID, cfg.d_model
     d.add(8.75)
     d.arrow([(mid, 9.0), (mid, 9.2)])
-    d.box(X0, X1, 9.2, 9.7, f"{norm} ({d_model})", "norm")
+    d.box(X0, X1, 9.2, 9.7, f"{_norm_name(cfg)} ({d_model})", "norm")
     d.arrow([(mid, 9.08), (1.0, 9.08), (1.0, 12.95), (mid - 0.25, 12.95)], "residual")
-
-    # the feed-forward: SwiGLU (gate, up, down), or the GELU control's two matrices
     ax.plot([mid, mid], [9.7, 9.9], color="#444444", lw=1.0, zorder=1)
     if cfg.mlp == "swiglu":
         d.frame(2.0, 7.35, 10.05, 12.45, "swiglu", f"SwiGLU\nd_ff = {cfg.d_ff}")
@@ -210,15 +239,17 @@ def block_diagram(cfg: Config | None = None, highlight: str | None = None):
     d.arrow([(mid, 12.3), (mid, 12.7)])
     d.add(12.95)
 
-    # output: final norm, head
+
+def _draw_output(d: _Drawer, cfg: Config) -> None:
+    """The final norm and the output head (tied or not)."""
+    mid, d_model = MID, cfg.d_model
     d.arrow([(mid, 13.2), (mid, 13.8)])
-    d.box(X0, X1, 13.8, 14.3, f"final {norm} ({d_model})", "norm")
+    d.box(X0, X1, 13.8, 14.3, f"final {_norm_name(cfg)} ({d_model})", "norm")
     d.arrow([(mid, 14.3), (mid, 14.7)])
     tied = "tied: the embedding matrix" if cfg.tie_embeddings else "its own matrix"
     d.box(X0, X1, 14.7, 15.4, f"output head  {d_model} → {cfg.vocab_size}\n({tied})", "head")
     d.arrow([(mid, 15.4), (mid, 15.7)])
-    ax.text(mid, 15.9, "next-token logits", ha="center", va="center", fontsize=9)
-    return fig
+    d.ax.text(mid, 15.9, "next-token logits", ha="center", va="center", fontsize=9)
 
 
 __all__ = ["HIGHLIGHTS", "HIGHLIGHT", "COLORS", "block_diagram"]

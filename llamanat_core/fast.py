@@ -1,8 +1,9 @@
 """The speed path of `train.fit`: one flat parameter vector, the whole step in one compiled graph.
 
 Nothing here changes what is computed: the same model, the same answer-position
-cross-entropy (`train.answer_loss` itself), gradient clipping at 1.0 and AdamW (lr 1e-3,
-torch's default betas and weight decay) on every parameter, as `train.PlainStep` does.
+cross-entropy (`model.answer_loss` itself), gradient clipping at the budget's norm and
+AdamW at the budget's learning rate with the hyper-parameters of `optim` (torch's default
+betas, eps and weight decay) on every parameter, as `train.PlainStep` does.
 What changes is how many small operations it takes:
 
 - **One flat vector.** Every distinct parameter (the tied embedding/head matrix once) is
@@ -38,8 +39,8 @@ from torch import nn
 from torch.func import functional_call, grad_and_value
 
 from .config import REFERENCE, Config
-from .model import TinyLlama
-from .train import answer_loss
+from .model import TinyLlama, answer_loss
+from .optim import BETAS, EPS, WEIGHT_DECAY
 
 
 def compile_default() -> bool:
@@ -76,7 +77,7 @@ class FlatParameters:
 def flat_answer_loss(template: nn.Module, names: tuple, sizes: tuple, shapes: tuple,
                      answer_len: int, flat: torch.Tensor, buffers: dict,
                      ids: torch.Tensor) -> torch.Tensor:
-    """train.answer_loss, with the parameters taken from the flat vector."""
+    """model.answer_loss, with the parameters taken from the flat vector."""
     params = {n: c.view(s) for n, c, s in zip(names, flat.split(sizes), shapes)}
 
     def model(x, last):
@@ -87,10 +88,10 @@ def flat_answer_loss(template: nn.Module, names: tuple, sizes: tuple, shapes: tu
 
 def adamw_(flat: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Tensor,
            exp_avg_sq: torch.Tensor, count: torch.Tensor, lr: float) -> None:
-    """torch.optim.AdamW's update with its defaults (betas 0.9/0.999, eps 1e-8, weight
-    decay 1e-2), in place on flat tensors. `count` is the step number as a 0-d float32
-    tensor, so one compiled graph serves every step."""
-    beta1, beta2, eps, weight_decay = 0.9, 0.999, 1e-8, 1e-2
+    """torch.optim.AdamW's update with the hyper-parameters of `optim` (the plain loop's),
+    in place on flat tensors. `count` is the step number as a 0-d float32 tensor, so one
+    compiled graph serves every step."""
+    (beta1, beta2), eps, weight_decay = BETAS, EPS, WEIGHT_DECAY
     count.add_(1)
     flat.mul_(1 - lr * weight_decay)  # decoupled weight decay
     exp_avg.lerp_(grad, 1 - beta1)
@@ -177,7 +178,11 @@ def _compiled_step(key: tuple):
 
 
 class FastStep:
-    """forward + backward + clip + AdamW for one model: `loss = step(ids)`."""
+    """forward + backward + clip + AdamW for one model: `loss = step(ids)`.
+
+    `lr` and `clip` are the run's (the budget's); AdamW's other hyper-parameters are
+    `optim`'s, as in `train.PlainStep`. `compile` None follows LLAMANAT_COMPILE.
+    """
 
     def __init__(self, model: TinyLlama, answer_len: int, lr: float, clip: float,
                  compile: bool | None = None):

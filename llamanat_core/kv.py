@@ -82,6 +82,7 @@ def llama_ffn_rule(dim: int, multiple_of: int = 256, ffn_dim_multiplier: float |
 
 @dataclass(frozen=True)
 class PublishedModel:
+    """A published LLaMA configuration: what the cache and parameter arithmetic needs."""
     name: str
     dim: int
     n_layers: int

@@ -2,8 +2,8 @@
 
 `load_trained` gives the committed weights of a finite-regime run. `attention_weights`
 returns the softmax probabilities every layer used on an input: hooks capture each
-attention layer's input as the model ran, and the scores are recomputed with that
-layer's own projections and rotary tables, so the map is the model's, not a redrawing
+attention layer's arguments as the model ran, and the layer returns its own weights on
+them (`Attention(..., return_weights=True)`), so the map is the model's, not a redrawing
 (a test holds weights @ V equal to the layer's own output). The task summaries average
 those maps over the validation items of a run's seed and return pandas frames:
 
@@ -15,7 +15,6 @@ addition  from the position that predicts each chain token (sum and carry of col
 """
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import NamedTuple
 
@@ -23,11 +22,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .blocks import causal_mask, repeat_kv
 from .model import TinyLlama
-from .positional import apply_rotary
-from .tasks import EQ, SEP, Addition, Recall, token_name
-from .train import Budget
+from .tasks import EQ, SEP, Addition, token_name
+from .train import Budget, TaskSpec, run_splits
 
 TRAIN_PAIRS = 4  # the recall length every run trains at
 
@@ -38,38 +35,32 @@ def load_trained(variant: str, task: str, seed: int,
                  weights_dir: Path | None = None) -> tuple[TinyLlama, int]:
     """The committed weights of the finite-regime run (variant, task, seed), in eval
     mode, and the training step at which they were saved (the run's stop)."""
-    from .study import WEIGHTS_DIR, Run, load_weights, weights_path, weights_step
+    from .study import WEIGHTS_DIR, trained_weights, weights_step
     from .study.plan import WEIGHT_VARIANTS
 
     if variant not in WEIGHT_VARIANTS:
         raise ValueError(f"the study keeps no weights for variant {variant!r}; "
                          f"kept: {list(WEIGHT_VARIANTS)}")
-    run = Run(task, variant, seed)  # rejects an unknown task or a bad seed
     weights_dir = Path(WEIGHTS_DIR if weights_dir is None else weights_dir)
-    path = weights_path(run, weights_dir)
-    if not path.exists():
+    model, path = trained_weights(task, variant, seed, weights_dir=weights_dir)  # checks task, seed
+    if model is None:
         have = sorted(p.stem for p in weights_dir.glob("*.safetensors"))
         raise FileNotFoundError(
             f"no weights for {variant} {task} seed={seed}: {path} is missing; "
             f"{weights_dir} holds {have or 'nothing'}")
-    return load_weights(run, weights_dir), weights_step(path)
+    return model, weights_step(path)
 
 
 def validation_ids(task: str, seed: int, n_pairs: int = TRAIN_PAIRS) -> torch.Tensor:
     """The validation items of the run with this seed, whole (prompt and answer): the
     items `fit` scored it on (at a recall length other than 4, its extrapolation set)."""
-    budget = Budget()
-    if task == "addition":
-        data = Addition(seed).splits(budget.n_train, budget.n_val, budget.n_test)
-    elif task == "recall":
-        n_train = budget.n_train if n_pairs == TRAIN_PAIRS else 0  # as fit draws them
-        data = Recall(seed, n_pairs).splits(n_train, budget.n_val, budget.n_test)
-    else:
-        raise ValueError(f"unknown task {task!r}; choose 'addition' or 'recall'")
-    return data.val.ids
+    spec = TaskSpec(task, TRAIN_PAIRS)  # rejects an unknown task when it makes it
+    longer = None if task != "recall" or n_pairs == TRAIN_PAIRS else n_pairs
+    return run_splits(spec, seed, Budget(), longer)[1].val.ids
 
 
 class Seeds(NamedTuple):
+    """A solved and an unsolved seed of one row (None where the row has none)."""
     solved: int | None
     unsolved: int | None
 
@@ -80,13 +71,11 @@ def pick_seeds(results: pd.DataFrame, variant: str, task: str) -> Seeds:
 
     `results` is `study.load_results()` or a chapter's slice of it.
     """
+    from .comparisons import variant_rows
     from .config import variant_config
 
-    cfg = variant_config(variant)
-    d = results[(results.variant == variant) & (results.task == task)
-                & (results.regime == "finite") & (results.answer == "name")
-                & np.isclose(results.rope_theta, cfg.rope_theta)  # the sweep's other bases
-                & (results.tie_embeddings == cfg.tie_embeddings)]
+    d = variant_rows(results, variant, task, "finite")  # not the sweep's other bases
+    d = d[d.tie_embeddings == variant_config(variant).tie_embeddings]  # nor the untied control
     censored = d.groupby("seed").censored.first()  # a run appears under several measurements
     solved = censored.index[~censored.astype(bool)]
     unsolved = censored.index[censored.astype(bool)]
@@ -115,32 +104,13 @@ def attention_weights(model: TinyLlama, ids: torch.Tensor) -> torch.Tensor:
     """ids (B, T) -> (L, B, H, T, T): the attention probabilities of every layer and query
     head; row i of a map is query position i's distribution over key positions 0..i.
 
-    The model runs once as it does in training (no cache, every query); each layer's
-    attention input and position tables are captured on the way and its scores are
-    recomputed from them with its own projections.
+    The model runs once as it does in training (no cache, every query); each attention
+    layer's arguments are captured on the way and the layer is called again on them with
+    `return_weights=True`, so the maps are its own forward's.
     """
-    captured = []
-    for attn, args, kwargs in call_arguments(model, ids, [layer.self_attn for layer in model.layers]):
-        x = args[0] if args else kwargs["x"]
-        rope = args[1] if len(args) > 1 else kwargs.get("rope")
-        captured.append((attn, x, rope))
-    return torch.stack([_layer_weights(attn, x, rope) for attn, x, rope in captured])
-
-
-def _layer_weights(attn, x: torch.Tensor, rope) -> torch.Tensor:
-    """One layer's probabilities from its input x (B, T, C), as its forward computes them."""
-    cfg = attn.cfg
-    b, t, _ = x.shape
-    q = attn.q_proj(x).view(b, t, cfg.n_heads, cfg.head_dim).transpose(1, 2)  # (B, H, T, D)
-    k = attn.k_proj(x).view(b, t, cfg.n_kv_heads, cfg.head_dim).transpose(1, 2)  # (B, Hkv, T, D)
-    if rope is not None:  # the learned table has no rope: its positions are already in x
-        cos, sin = rope
-        q = apply_rotary(q, cos, sin, cfg.rope_pairing)
-        k = apply_rotary(k, cos, sin, cfg.rope_pairing)
-    k = repeat_kv(k, cfg.n_rep)  # (B, H, T, D): each query head reads its KV head
-    scores = q @ k.transpose(-2, -1) / math.sqrt(cfg.head_dim)  # (B, H, T, T)
-    scores = scores.masked_fill(~causal_mask(t, t), float("-inf"))
-    return torch.softmax(scores.float(), dim=-1)  # (B, H, T, T)
+    calls = call_arguments(model, ids, [layer.self_attn for layer in model.layers])
+    return torch.stack([attn(*args, **kwargs, return_weights=True)[1].float()
+                        for attn, args, kwargs in calls])  # (L, B, H, T, T)
 
 
 def item_attention(model: TinyLlama, ids) -> tuple[np.ndarray, list[str]]:

@@ -5,15 +5,25 @@ import math
 from collections import OrderedDict
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .blocks import DecoderLayer, make_norm
 from .config import Config
-from .kv import KVCache
+from .kv import KVCache, greedy_decode
 from .positional import RotaryEmbedding
 
 
 class TinyLlama(nn.Module):
+    """The decoder-only model: token embedding, `n_layers` decoder blocks, final norm, head.
+
+    Positions enter as RoPE inside attention (the reference) or as a learned table added
+    at the input (`position="learned"`, the control). The head shares the embedding
+    matrix when `tie_embeddings`. `seed` initialises the weights from a private generator
+    (None leaves them unset, for loading a state dict). Parameter names are transformers'
+    Llama names, so a state dict maps one-to-one onto LlamaForCausalLM (see `hf.py`).
+    """
+
     def __init__(self, cfg: Config, seed: int | None = 0):
         super().__init__()
         self.cfg = cfg
@@ -85,21 +95,13 @@ class TinyLlama(nn.Module):
                  cache_dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """Greedy free-running generation for a batch of equal-length prompts -> (B, n_new)."""
         b, t = prompt.shape
-        out = []
-        if use_cache:
-            cache = KVCache.for_model(self.cfg, b, t + n_new, cache_dtype)
-            logits = self(prompt, cache=cache, last=1)
-            for i in range(n_new):
-                nxt = logits[:, -1].argmax(-1, keepdim=True)  # (B, 1)
-                out.append(nxt)
-                if i + 1 < n_new:
-                    logits = self(nxt, cache=cache)
-        else:
-            ids = prompt
-            for _ in range(n_new):
-                nxt = self(ids, last=1)[:, -1].argmax(-1, keepdim=True)  # (B, 1)
-                out.append(nxt)
-                ids = torch.cat((ids, nxt), dim=1)
+        if use_cache:  # prefill once, then one new position per token
+            return greedy_decode(self, prompt, n_new, KVCache.for_model(self.cfg, b, t + n_new, cache_dtype))
+        out, ids = [], prompt
+        for _ in range(n_new):  # every token recomputes the whole sequence
+            nxt = self(ids, last=1)[:, -1].argmax(-1, keepdim=True)  # (B, 1)
+            out.append(nxt)
+            ids = torch.cat((ids, nxt), dim=1)
         return torch.cat(out, dim=1)
 
     def num_parameters(self) -> int:
@@ -124,3 +126,14 @@ class TinyLlama(nn.Module):
             else:
                 groups["norms"] += p.numel()
         return groups
+
+
+def answer_loss(model, ids: torch.Tensor, answer_len: int) -> torch.Tensor:
+    """Teacher-forced cross-entropy on the answer positions only: the training objective.
+
+    `model` is anything called as model(ids, last=k): a TinyLlama itself, or the
+    speed path's functional call of one.
+    """
+    logits = model(ids[:, :-1], last=answer_len)  # (B, answer_len, V): head only where graded
+    targets = ids[:, -answer_len:]  # (B, answer_len)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))

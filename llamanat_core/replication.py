@@ -25,6 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .comparisons import metric_base
+
 STUDY = "llama-anatomy"
 YEAR = 2026
 REPOSITORY = "Lesereingrape/llama-anatomy"
@@ -149,10 +151,6 @@ def published_numbers(letter: str) -> dict[str, Published]:
     return {k: p for k, p in PUBLISHED.items() if p.finding == letter}
 
 
-def _metric_base(metric: str) -> str:
-    return metric.split("@", 1)[0]
-
-
 def finding_rows(v: pd.DataFrame, finding: Finding) -> pd.DataFrame:
     """The verdict rows (every regime) of a finding's comparisons; empty if it has none."""
     if not finding.tests:
@@ -160,7 +158,7 @@ def finding_rows(v: pd.DataFrame, finding: Finding) -> pd.DataFrame:
     keep = pd.Series(False, index=v.index)
     for t in finding.tests:
         keep |= ((v.measurement == t.measurement) & (v.control == t.control) & (v.task == t.task)
-                 & (v.metric.map(_metric_base) == t.metric))
+                 & (v.metric.map(metric_base) == t.metric))
     return v[keep]
 
 
@@ -309,7 +307,7 @@ def _verdict_text(rows: pd.DataFrame, finding: Finding) -> tuple[str, str]:
         return finding.no_test or "no comparison of the study tests it", "–"
     by_comparison: dict[str, list[str]] = {}
     for t in finding.tests:
-        own = rows[(rows.control == t.control) & (rows.metric.map(_metric_base) == t.metric)]
+        own = rows[(rows.control == t.control) & (rows.metric.map(metric_base) == t.metric)]
         if len(own):
             test = own.test.iloc[0]
             by_comparison.setdefault(f"{t.control} vs {own.reference.iloc[0]}", []).append(

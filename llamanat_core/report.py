@@ -18,6 +18,8 @@ import sys
 import numpy as np
 import pandas as pd
 
+from .stats import chance_floor
+
 METRIC_NAMES = {
     "test_acc": "test accuracy",
     "test_acc_8": "accuracy at 8 pairs",
@@ -30,30 +32,15 @@ METRIC_NAMES = {
 # ---------------------------------------------------------------- formatters
 # One name per format, used by every table and sentence below.
 
-def _percent(x: float) -> str:
+def pct(x: float, digits: int = 1) -> str:
     """0.715 -> '71.5%'"""
-    return f"{100 * x:.1f}%"
+    return f"{100 * float(x):.{digits}f}%"
 
 
 # ---------------------------------------------------------------- chance floors
+# `chance` is the chapters' short name for stats.chance_floor: one definition, in stats.
 
-ADDITION_CHANCE = 1 / 1000  # the answer is one sum among about a thousand a guess could give
-
-
-def chance(task: str, pairs: int = 4) -> float:
-    """Accuracy of a model that has learnt the answer's format but not the task.
-
-    Recall: the values of an item are distinct, so a model that answers with one of the
-    item's `pairs` values, without knowing which, is right 1/pairs of the time (not
-    1/16: the item itself narrows the 16 symbols to its own values). Addition: the
-    answer is one sum among about a thousand, ≈ 1/1,000."""
-    if task == "recall":
-        if not isinstance(pairs, int | np.integer) or pairs < 1:
-            raise ValueError(f"recall chance needs a positive number of pairs, got {pairs!r}")
-        return 1 / int(pairs)
-    if task == "addition":
-        return ADDITION_CHANCE
-    raise ValueError(f"unknown task {task!r}; chance is defined for 'addition' and 'recall'")
+chance = chance_floor
 
 
 def chance_label(x: float) -> str:
@@ -110,7 +97,7 @@ def display_table(table: pd.DataFrame, digits: int = 3, percent: bool = False,
     def fmt(x):
         if x is None or (isinstance(x, float) and math.isnan(x)):
             return "–"
-        return _percent(x) if percent else f"{x:.{digits}f}"
+        return pct(x) if percent else f"{x:.{digits}f}"
     out = pd.DataFrame(index=table.index)
     out["mean ± std"] = [f"{fmt(m)} ± {fmt(s)}" for m, s in zip(table["mean"], table["std"])]
     for c in table.columns:
@@ -143,10 +130,6 @@ def thousands(table: pd.DataFrame) -> pd.DataFrame:
 
 def _label(index) -> str:
     return " / ".join(str(i) for i in index) if isinstance(index, tuple) else str(index)
-
-
-def pct(x: float, digits: int = 1) -> str:
-    return f"{100 * float(x):.{digits}f}%"
 
 
 def _myst_glue():

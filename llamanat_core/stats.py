@@ -80,9 +80,9 @@ def chance_floor(task: str, n_pairs: int = 4) -> float:
     is 1 item for any of these three figures, so the round number changes nothing.
     """
     if task == "recall":
-        if n_pairs < 1:
-            raise ValueError(f"n_pairs must be >= 1, got {n_pairs}")
-        return 1.0 / n_pairs
+        if not isinstance(n_pairs, int | np.integer) or isinstance(n_pairs, bool) or n_pairs < 1:
+            raise ValueError(f"recall chance needs a positive whole number of pairs, got {n_pairs!r}")
+        return 1.0 / int(n_pairs)
     if task == "addition":
         return 1.0 / 1000
     raise ValueError(f"unknown task {task!r}; choose 'addition' or 'recall'")

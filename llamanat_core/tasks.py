@@ -63,6 +63,7 @@ class TaskData:
 
 @dataclass
 class Splits:
+    """A task's disjoint training, validation and test sets."""
     train: TaskData
     val: TaskData
     test: TaskData

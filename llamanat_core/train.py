@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 
 from .config import Config
-from .model import TinyLlama
+from .fast import FastStep
+from .model import TinyLlama, answer_loss
+from .optim import adamw
 from .tasks import FreshStream, TaskData, make_task
 
 REGIMES = ("finite", "fresh")
@@ -93,9 +96,11 @@ class TaskSpec:
 
 @dataclass
 class FitResult:
+    """One run's outcome: the trained model and what was measured on the way. (A run file
+    stores `test_curve` under "curve" and `val_curve` under "dense".)"""
     model: TinyLlama
-    curve: list[dict] = field(default_factory=list)  # test scores: one row per checkpoint (+ stop)
-    dense: list[dict] = field(default_factory=list)  # validation: one row per evaluation
+    test_curve: list[dict] = field(default_factory=list)  # test scores: one row per checkpoint (+ stop)
+    val_curve: list[dict] = field(default_factory=list)  # validation: one row per evaluation
     losses: list[float] = field(default_factory=list)  # training loss at every step
     solve_step: int | None = None  # first evaluation with val accuracy >= solve_at
     stop_step: int = 0
@@ -109,17 +114,6 @@ def batch_order(n_train: int, batch_size: int, steps: int, seed: int) -> torch.T
     need = steps * batch_size
     perms = [torch.randperm(n_train, generator=g) for _ in range(-(-need // n_train))]
     return torch.cat(perms)[:need].view(steps, batch_size)
-
-
-def answer_loss(model, ids: torch.Tensor, answer_len: int) -> torch.Tensor:
-    """Teacher-forced cross-entropy on the answer positions only.
-
-    `model` is anything called as model(ids, last=k): the TinyLlama itself, or the
-    speed path's functional call of it.
-    """
-    logits = model(ids[:, :-1], last=answer_len)  # (B, answer_len, V): head only where graded
-    targets = ids[:, -answer_len:]  # (B, answer_len)
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
 @torch.no_grad()
@@ -159,7 +153,7 @@ class PlainStep:
 
     def __init__(self, model: TinyLlama, answer_len: int, lr: float, clip: float):
         self.model, self.answer_len, self.clip = model, answer_len, clip
-        self.opt = torch.optim.AdamW(model.parameters(), lr=lr)  # default betas, weight decay
+        self.opt = adamw(model.parameters(), lr)
 
     def __call__(self, ids: torch.Tensor) -> torch.Tensor:
         self.opt.zero_grad(set_to_none=True)
@@ -190,36 +184,59 @@ class _Data:
         return self.stream.batch(self.batch_size)  # (B, L)
 
 
-def _setup(cfg: Config, spec: TaskSpec, seed: int, budget: Budget, fast: bool, compile):
-    """Task, splits, initialised model, batch source and step function of one run."""
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+def run_splits(spec: TaskSpec, seed: int, budget: Budget, n_pairs: int | None = None):
+    """(task, splits) of the run (spec, seed) as `fit` draws them: the finite regime's
+    training set, then validation and test (the stream's first items in both regimes).
+    With `n_pairs` (a recall length of `spec.extrapolate`), the extrapolation sets `fit`
+    re-scores the run on: no training items, the same validation and test counts."""
+    if n_pairs is not None:
+        task = spec.make(seed, n_pairs)
+        return task, task.splits(0, budget.n_val, budget.n_test)
     task = spec.make(seed)
     n_train = budget.n_train if budget.regime == "finite" else 0
-    # validation and test are the stream's first items, the same in both regimes
-    splits = task.splits(n_train, budget.n_val, budget.n_test)
+    return task, task.splits(n_train, budget.n_val, budget.n_test)
+
+
+class Setup(NamedTuple):
+    """One run before its first step: task, splits, initialised model, batches, step."""
+    task: object
+    splits: object
+    model: TinyLlama
+    data: _Data
+    step: object  # PlainStep or FastStep: loss = step(ids)
+
+    def train(self, steps: int) -> list[float]:
+        """Take the first `steps` training steps without evaluating (an evaluation never
+        touches the training state) and give every parameter its own storage back."""
+        losses = [self.step(self.data.batch(s)).item() for s in range(1, steps + 1)]
+        self.step.release()
+        return losses
+
+
+def setup(cfg: Config, spec: TaskSpec, seed: int, budget: Budget, fast: bool = True,
+          compile: bool | None = None) -> Setup:
+    """The run `fit` makes, ready to train: what a replay of its first steps starts from."""
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    task, splits = run_splits(spec, seed, budget)
     model = TinyLlama(cfg, seed=seed)
     model.train()
     if fast:
-        from .fast import FastStep
         step = FastStep(model, task.answer_len, budget.lr, budget.clip, compile)
     else:
         step = PlainStep(model, task.answer_len, budget.lr, budget.clip)
-    return task, splits, model, _Data(task, splits, budget, seed), step
+    return Setup(task, splits, model, _Data(task, splits, budget, seed), step)
 
 
 def training_losses(cfg: Config, spec: TaskSpec, seed: int, budget: Budget, steps: int,
-                    fast: bool = False, compile: bool | None = False) -> list[float]:
-    """The first `steps` training losses of the run `fit` makes, without evaluating:
-    what `llamanat verify` compares with a committed run (the plain loop by default)."""
-    _, _, _, data, train_step = _setup(cfg, spec, seed, budget, fast, compile)
-    losses = [train_step(data.batch(step)).item() for step in range(1, min(steps, budget.steps) + 1)]
-    train_step.release()
-    return losses
+                    fast: bool = True, compile: bool | None = None) -> list[float]:
+    """The first `steps` training losses of the run `fit` makes (the same knobs), without
+    evaluating. `llamanat verify` compares the plain loop's (`fast=False`) with a committed run."""
+    return setup(cfg, spec, seed, budget, fast, compile).train(min(steps, budget.steps))
 
 
 def fit(cfg: Config, spec: TaskSpec, seed: int, budget: Budget = Budget(),
-        progress=None, compile: bool | None = None, fast: bool = True) -> FitResult:
+        progress=None, fast: bool = True, compile: bool | None = None) -> FitResult:
     """Train one model under the budget; evaluate and score the same weights as it trains.
 
     Same seed and thread count -> bit-identical curves and weights. `progress`, if given,
@@ -227,9 +244,10 @@ def fit(cfg: Config, spec: TaskSpec, seed: int, budget: Budget = Budget(),
     `fast=False` runs the plain loop; `compile` (speed path only, None = follow
     LLAMANAT_COMPILE) is recorded by the study: compiled and eager steps round differently.
     """
-    task, splits, model, data, train_step = _setup(cfg, spec, seed, budget, fast, compile)
-    longer = {n: spec.make(seed, n) for n in spec.extrapolate}
-    longer_sets = {n: t.splits(0, budget.n_val, budget.n_test) for n, t in longer.items()}
+    task, splits, model, data, train_step = setup(cfg, spec, seed, budget, fast, compile)
+    longer, longer_sets = {}, {}
+    for n in spec.extrapolate:
+        longer[n], longer_sets[n] = run_splits(spec, seed, budget, n)
     for n, s in longer_sets.items():
         if s.test.ids.shape[1] - 1 > cfg.max_seq_len and cfg.position == "learned":
             raise ValueError(f"extrapolation length {n} pairs does not fit max_seq_len")
@@ -250,17 +268,17 @@ def fit(cfg: Config, spec: TaskSpec, seed: int, budget: Budget = Budget(),
         if progress is not None:
             progress(step, result.losses[-1])
         if step in checkpoints:
-            result.curve.append(test_row(step))
+            result.test_curve.append(test_row(step))
         if step % budget.eval_every and step != budget.steps:
             continue
         # the dense curve: mean training loss since the last evaluation, validation scores
-        since = result.losses[-(step - (result.dense[-1]["step"] if result.dense else 0)):]
+        since = result.losses[-(step - (result.val_curve[-1]["step"] if result.val_curve else 0)):]
         val_loss, acc = loss_and_score(model, task, splits.val)
         row = {"step": step, "train_loss": sum(since) / len(since), "val_loss": val_loss,
                "val_acc": acc}
         for n, s in longer_sets.items():
             row[f"val_acc_{n}"] = score(model, longer[n], s.val)
-        result.dense.append(row)
+        result.val_curve.append(row)
         streak = streak + 1 if acc >= budget.solve_at else 0
         if streak and result.solve_step is None:
             result.solve_step = step
@@ -268,7 +286,7 @@ def fit(cfg: Config, spec: TaskSpec, seed: int, budget: Budget = Budget(),
             break
     result.stop_step = step
     if step not in checkpoints:
-        result.curve.append(test_row(step))  # the scores at the stop
+        result.test_curve.append(test_row(step))  # the scores at the stop
     result.seconds = time.perf_counter() - t0
     train_step.release()  # every parameter gets its own storage back
     model.eval()

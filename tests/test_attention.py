@@ -6,7 +6,7 @@ import torch
 from llamanat_core import TinyLlama, variant_config
 from llamanat_core.blocks import causal_mask, repeat_kv
 from llamanat_core.kv import KVCache
-from llamanat_core.positional import inverse_frequencies
+from llamanat_core.positional import apply_rotary, inverse_frequencies
 
 KINDS = {"mha": 4, "llama": 2, "mqa": 1}  # variant -> KV heads (MHA, GQA, MQA)
 
@@ -64,6 +64,33 @@ def test_chunked_prefill_with_cache_matches_full_pass(attention, ids):
         parts = [model(ids[:, a:b], cache=cache) for a, b in ((0, 1), (1, 9), (9, 40))]
     assert cache.length == 40
     torch.testing.assert_close(torch.cat(parts, dim=1), full, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "manual", "elementwise"])
+@pytest.mark.parametrize("variant", sorted(KINDS))
+def test_returned_weights_are_the_softmax_of_the_scores(variant, attention, ids):
+    """Attention(..., return_weights=True) returns softmax(q kᵀ / √D) under the causal mask,
+    written out here from the layer's own projections, and the same output as without it."""
+    model = TinyLlama(variant_config(variant, attention=attention, init_std=0.3), seed=5).eval()
+    attn, cfg = model.layers[0].self_attn, model.cfg
+    with torch.no_grad():
+        x = model.embed_tokens(ids)  # (B, T, C)
+        b, t, _ = x.shape
+        rope = model.rotary(0, t)
+        out = attn(x, rope)
+        out_w, w = attn(x, rope, return_weights=True)
+        q = attn.q_proj(x).view(b, t, cfg.n_heads, cfg.head_dim).transpose(1, 2)
+        k = attn.k_proj(x).view(b, t, cfg.n_kv_heads, cfg.head_dim).transpose(1, 2)
+        q, k = apply_rotary(q, *rope, cfg.rope_pairing), apply_rotary(k, *rope, cfg.rope_pairing)
+        scores = q @ repeat_kv(k, cfg.n_rep).transpose(-2, -1) / cfg.head_dim ** 0.5
+        expected = scores.masked_fill(~torch.ones(t, t, dtype=torch.bool).tril(), float("-inf")).softmax(-1)
+    assert w.shape == (b, cfg.n_heads, t, t)
+    torch.testing.assert_close(w, expected, rtol=0, atol=1e-6)
+    uniform = torch.ones(t, t).tril() / torch.arange(1, t + 1)[:, None]
+    assert (w - uniform).abs().max() > 0.3  # peaked maps: a wrong map could not match by accident
+    if attention == "manual":
+        assert torch.equal(out_w, out)  # the same computation, bit for bit
+    torch.testing.assert_close(out_w, out, rtol=1e-5, atol=1e-5)
 
 
 def test_causal_mask_shape_and_offset():

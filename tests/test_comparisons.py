@@ -84,8 +84,7 @@ def test_solve_table_counts_solved_runs(committed_results):
     table = comparisons.solve_table(committed_results, ["llama", "abs_pos"], tasks=["recall"])
     runs = comparisons.runs(committed_results)
     for (task, regime, variant), row in table.iterrows():
-        g = runs[(runs.task == task) & (runs.regime == regime) & (runs.variant == variant)
-                 & (runs.answer == "name") & np.isclose(runs.rope_theta, 10_000.0)]
+        g = comparisons.variant_rows(runs, variant, task, regime)
         assert row.n == len(g) == 10
         assert row.k == int((~g.censored).sum())
         assert row["solved"] == f"{row.k} of {row.n}"

@@ -143,7 +143,8 @@ def test_seed_strip_joins_each_seed():
                "ctl": [0.1, 0.09], "ylabel": "accuracy (%)", "chance": 1 / 12}]
     fig = dfig.seed_strip_figure(panels)
     a, b = fig.axes
-    joins = [line for line in a.get_lines() if list(line.get_xdata()) == [0, 1] and line.get_linestyle() == "-"]
+    joins = [line for line in a.get_lines()
+             if list(line.get_xdata()) == [0, 1] and line.get_linestyle() == "-"]
     assert len(joins) == 3  # one line per seed
     fig.canvas.draw()
     assert all(PLAIN.match(t.get_text()) for t in a.get_yticklabels() if t.get_text())
@@ -154,7 +155,8 @@ def test_seed_strip_joins_each_seed():
 
 
 def test_paired_values_keeps_unsolved_runs():
-    runs = pd.DataFrame({"run": ["a", "b", "c", "d"], "task": "addition", "variant": ["llama", "llama", "x", "x"],
+    runs = pd.DataFrame({"run": ["a", "b", "c", "d"], "task": "addition",
+                         "variant": ["llama", "llama", "x", "x"],
                          "regime": "finite", "rope_theta": 10000.0, "answer": "name", "seed": [0, 1, 0, 2],
                          "solve_step": [500.0, np.nan, np.nan, 300.0]})
     row = pd.Series({"reference_arm": ("addition", "llama", "finite", 10000.0, "name"),

@@ -112,12 +112,13 @@ def test_checkpoints_round_trip_and_a_changed_replay_is_caught(tmp_path, monkeyp
 
     from llamanat_core.model import TinyLlama
     from llamanat_core.probes import alphabet
+    from llamanat_core.study import checkpoints
 
     run = alphabet.checkpoint_run("llama", "copy", 0)
     model = TinyLlama(run.config, seed=3).eval()
-    monkeypatch.setattr(alphabet, "replay", lambda r, steps=alphabet.CHECKPOINT: (model, [1.0] * steps))
-    monkeypatch.setattr(alphabet, "check_replay", lambda r, losses, cache_dir=None: None)
-    alphabet.save_checkpoint("llama", "copy", 0, weights_dir=tmp_path)
+    monkeypatch.setattr(checkpoints, "replay", lambda r, steps=alphabet.CHECKPOINT: (model, [1.0] * steps))
+    monkeypatch.setattr(checkpoints, "check_replay", lambda r, losses, cache_dir=None: None)
+    checkpoints.save_checkpoint("llama", "copy", 0, weights_dir=tmp_path)
     back = alphabet.load_checkpoint("llama", "copy", 0, weights_dir=tmp_path)
     assert back.lm_head.weight is back.embed_tokens.weight
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), back.state_dict().values()))
@@ -128,11 +129,11 @@ def test_checkpoints_round_trip_and_a_changed_replay_is_caught(tmp_path, monkeyp
     losses = [3.0, 2.0, 1.5]
     entry = {"losses": losses[:2], "curve": [{"step": 3, "train_loss": 1.5}]}
     (runs / f"{run.key}.json").write_text(json.dumps(entry))
-    alphabet.check_replay(run, losses, cache_dir=tmp_path / "study")  # the same: passes
+    checkpoints.check_replay(run, losses, cache_dir=tmp_path / "study")  # the same: passes
     with pytest.raises(ValueError, match="differs from its committed run"):
-        alphabet.check_replay(run, [3.0, 2.0, 1.5000001], cache_dir=tmp_path / "study")
+        checkpoints.check_replay(run, [3.0, 2.0, 1.5000001], cache_dir=tmp_path / "study")
     with pytest.raises(ValueError, match="differs from its committed run"):
-        alphabet.check_replay(run, [3.0, 2.1, 1.5], cache_dir=tmp_path / "study")
+        checkpoints.check_replay(run, [3.0, 2.1, 1.5], cache_dir=tmp_path / "study")
 
 
 def test_every_committed_checkpoint_is_its_runs_at_1200_steps():

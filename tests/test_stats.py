@@ -22,8 +22,10 @@ def test_chance_floor():
     assert stats.chance_floor("addition", 12) == 1 / 1000  # pairs mean nothing for addition
     with pytest.raises(ValueError, match="unknown task"):
         stats.chance_floor("parity")
-    with pytest.raises(ValueError):
-        stats.chance_floor("recall", 0)
+    assert type(stats.chance_floor("recall", np.int64(8))) is float  # a pairs column's numbers
+    for bad in (0, -4, 2.5, True):
+        with pytest.raises(ValueError, match="positive whole number of pairs"):
+            stats.chance_floor("recall", bad)
 
 
 def test_chance_ceiling_the_four_numbers():

@@ -242,7 +242,8 @@ def test_study_version_fingerprint():
     file is reused) and re-record VERSION_FINGERPRINT: the first losses of a short
     eager fit, compared within verify's tolerance so any CPU passes."""
     run = fingerprint_run()
-    losses = training_losses(run.config, run.spec, run.seed, run.budget, len(VERSION_FINGERPRINT))
+    losses = training_losses(run.config, run.spec, run.seed, run.budget, len(VERSION_FINGERPRINT),
+                             fast=False)
     assert len(VERSION_FINGERPRINT) == 12
     diff = max(abs(a - b) for a, b in zip(losses, VERSION_FINGERPRINT))
     assert diff <= verify_module.TOLERANCE, (

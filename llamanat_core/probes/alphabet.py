@@ -42,10 +42,10 @@ ANSWER_OFFSET = ANSWER0 - VALUE0  # a value symbol's private answer symbol sits 
 # ---------------------------------------------------------------- the trained models at 1,200 steps
 #
 # The study keeps no weights of the alphabet runs. Their training is deterministic (one
-# torch thread, the compiled step of the study), so the chapter replays the runs it looks
-# inside up to the verdicts' checkpoint and keeps those weights here. `save_checkpoint`
-# checks every replay against the committed run file (the first 100 per-step losses and
-# the training loss at 1,200 must be bit-identical) before writing anything.
+# torch thread, the compiled step of the study), so the runs the chapter looks inside are
+# replayed up to the verdicts' checkpoint and their weights committed
+# (`llamanat_core.study.checkpoints`, which checks every replay against the committed run
+# file before writing anything). This module only reads them.
 
 CHECKPOINT = 1_200  # the study's fixed checkpoint, where the accuracy verdicts are taken
 CHECKPOINT_VARIANTS = ("llama", "untied")  # tied and untied head, both formulations
@@ -79,72 +79,16 @@ def checkpoint_path(variant: str, answer: str, seed: int, weights_dir=None):
     return d / f"{variant}_{answer}_seed{seed}_step{CHECKPOINT}.safetensors"
 
 
-def replay(run, steps: int = CHECKPOINT):
-    """Train `run` exactly as the study did, for `steps` steps, without evaluating (an
-    evaluation does not touch the training state). Returns the model, in eval mode, and
-    its per-step training losses."""
-    from ..train import _setup
-    from ..util import torch_threads
-
-    with torch_threads(1):
-        _, _, model, data, step = _setup(run.config, run.spec, run.seed, run.budget, True, run.compile)
-        losses = [step(data.batch(s)).item() for s in range(1, steps + 1)]
-        step.release()
-    return model.eval(), losses
-
-
-def check_replay(run, losses, cache_dir=None) -> None:
-    """Raise unless `losses` are the committed run's: its kept first losses and its
-    training loss at the checkpoint, bit for bit."""
-    import json
-
-    from ..study import STUDY_DIR, run_path
-
-    entry = json.loads(run_path(STUDY_DIR if cache_dir is None else cache_dir, run).read_text())
-    kept = entry["losses"]
-    at = [c for c in entry["curve"] if c["step"] == len(losses)]
-    if losses[:len(kept)] != kept or not at or losses[-1] != at[0]["train_loss"]:
-        raise ValueError(f"the replay of {run.label} differs from its committed run "
-                         f"(another CPU, thread count or torch build?)")
-
-
-def save_checkpoint(variant: str, answer: str, seed: int, weights_dir=None) -> None:
-    """Replay one alphabet run to the checkpoint, check it, write its weights atomically
-    (a tied head stored once, as the embedding)."""
-    import json
-
-    from safetensors.torch import save
-
-    from ..util import atomic_write_bytes
-
-    run = checkpoint_run(variant, answer, seed)
-    model, losses = replay(run)
-    check_replay(run, losses)
-    tied = run.config.tie_embeddings
-    state = {k: v.contiguous() for k, v in model.state_dict().items()
-             if k != "lm_head.weight" or not tied}
-    meta = json.dumps({"run": run.key, "label": run.label, "step": len(losses)}, sort_keys=True)
-    path = checkpoint_path(variant, answer, seed, weights_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(path, save(state, metadata={"run": meta}))
-
-
 def load_checkpoint(variant: str, answer: str, seed: int, weights_dir=None):
     """The committed weights of an alphabet run at the checkpoint, as an eval-mode model."""
-    from safetensors.torch import load_file
-
-    from ..model import TinyLlama
+    from ..study import load_model
 
     run = checkpoint_run(variant, answer, seed)
     path = checkpoint_path(variant, answer, seed, weights_dir)
     if not path.exists():
         raise FileNotFoundError(f"no checkpoint {path.name}; regenerate with "
-                                f"`python -m llamanat_core.probes.alphabet`")
-    model = TinyLlama(run.config, seed=None)
-    missing, unexpected = model.load_state_dict(load_file(str(path)), strict=False)
-    if unexpected or set(missing) - ({"lm_head.weight"} if run.config.tie_embeddings else set()):
-        raise ValueError(f"{path}: unexpected {unexpected}, missing {missing}")
-    return model.eval()
+                                f"`python -m llamanat_core.study.checkpoints`")
+    return load_model(path, run.config)
 
 
 # ---------------------------------------------------------------- what the wrong answers are
@@ -214,34 +158,10 @@ def answer_profile(model, prompt: torch.Tensor, target: torch.Tensor, answer: st
 
 
 def scored_items(seed: int, answer: str, n_pairs: int = 4, budget: Budget = Budget()):
-    """The test items the study scores a run of this seed on (prompt, answer)."""
-    n_train = budget.n_train if n_pairs == 4 else 0
-    data = Recall(seed, n_pairs, answer).splits(n_train, budget.n_val, budget.n_test).test
+    """The test items the study scores a run of this seed on (prompt, answer): `fit`'s
+    own test set at the training length, its extrapolation set at any other."""
+    from ..train import TaskSpec, run_splits
+
+    longer = None if n_pairs == 4 else n_pairs
+    data = run_splits(TaskSpec("recall", 4, answer), seed, budget, longer)[1].test
     return data.prompt, data.answer[:, 0]
-
-
-def main(argv=None) -> int:
-    """Regenerate every checkpoint the chapter reads (minutes per run on a busy CPU)."""
-    import argparse
-
-    from ..study import SEEDS
-
-    ap = argparse.ArgumentParser(prog="python -m llamanat_core.probes.alphabet",
-                                 description=main.__doc__)
-    ap.add_argument("--variants", default=",".join(CHECKPOINT_VARIANTS))
-    ap.add_argument("--answers", default=",".join(FORMULATIONS))
-    ap.add_argument("--seeds", default=",".join(map(str, SEEDS)))
-    ap.add_argument("--missing-only", action="store_true")
-    a = ap.parse_args(argv)
-    for variant in a.variants.split(","):
-        for answer in a.answers.split(","):
-            for seed in (int(s) for s in a.seeds.split(",")):
-                if a.missing_only and checkpoint_path(variant, answer, seed).exists():
-                    continue
-                save_checkpoint(variant, answer, seed)
-                print(f"saved {checkpoint_path(variant, answer, seed).name}", flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -17,7 +17,8 @@ import torch
 
 from ..blocks import causal_mask, manual_attention, repeat_kv
 from ..config import Config, variant_config
-from ..model import TinyLlama
+from ..model import TinyLlama, answer_loss
+from ..optim import WEIGHT_DECAY, adamw
 from ..positional import (
     RotaryEmbedding,
     apply_rotary,
@@ -26,7 +27,7 @@ from ..positional import (
     permute_qk_state,
 )
 from ..tasks import VOCAB_SIZE, Recall
-from ..train import Budget, answer_loss
+from ..train import Budget
 
 
 def frequency_table(head_dim: int = 16, theta: float = 10_000.0) -> pd.DataFrame:
@@ -164,7 +165,7 @@ def untouched_rows(seed: int = 0, n_pairs: int = 4, batch: int = 64, budget: Bud
     seen = data.ids.shape[1] - 1  # the model reads ids[:, :-1]: positions 0..seen-1
     table = model.embed_positions.weight
     before = table.detach().clone()
-    opt = torch.optim.AdamW(model.parameters(), lr=budget.lr)
+    opt = adamw(model.parameters(), budget.lr)
     loss = answer_loss(model, data.ids, data.answer_len)
     opt.zero_grad(set_to_none=True)
     loss.backward()
@@ -208,7 +209,7 @@ def trained_table(path, seen: int, seed: int = 0, lr: float = Budget().lr) -> di
     from ..study import weights_step
 
     steps = weights_step(path)
-    factor = torch.tensor(1 - lr * torch.optim.AdamW([torch.zeros(1)]).defaults["weight_decay"])
+    factor = torch.tensor(1 - lr * WEIGHT_DECAY)
     predicted = init.clone()
     for _ in range(steps):  # the decay applied once per step, in float32
         predicted.mul_(factor)

@@ -107,26 +107,21 @@ def reference_model(task: str, fresh: bool = False,
     description says so. The inputs are the held-out test items
     as the model reads them in training (every position but the last).
     """
-    from ..fast import compile_default
-    from ..study import WEIGHTS_DIR, Run, fresh_runs_dir, load_weights, weights_path
-    from ..train import Budget, fit
+    from ..study import kept_run, trained_weights, weights_step
+    from ..train import fit, run_splits
 
-    budget = Budget.for_steps(None if steps is None else int(steps))
-    # the committed study is compiled; a fresh run follows LLAMANAT_COMPILE like the study runner
-    run = Run(task, "llama", 0, budget=budget, compile=compile_default() if fresh else True)
-    ids = run.spec.make(0).splits(budget.n_train, budget.n_val, budget.n_test).test.ids[:, :-1]
-    path = weights_path(run, fresh_runs_dir() / "weights" if fresh else WEIGHTS_DIR)
-    model = load_weights(run, path.parent)  # the study keeps it (fresh: the chapter's runs saved it)
+    run = kept_run(task, "llama", 0, steps, fresh)
+    budget = run.budget
+    ids = run_splits(run.spec, 0, budget)[1].test.ids[:, :-1]
+    model, path = trained_weights(task, "llama", 0, steps, fresh)  # committed, or the chapter's runs'
     if model is not None:
-        from ..study import weights_step
-
         where = "retrained here" if fresh else "committed"
         return model, f"the {where} seed-0 reference ({weights_step(path):,} steps)", ids
     # No weights at hand (fresh runs that did not keep them, or a study that keeps its
     # weights at another budget): train the same run here, deterministically, rather than fail.
     with torch_threads(1):
-        model = fit(run.config, run.spec, 0, budget,
-                    compile=run.compile if fresh else compile_default()).model.eval()
+        # (the committed study's run follows LLAMANAT_COMPILE here: None)
+        model = fit(run.config, run.spec, 0, budget, compile=run.compile if fresh else None).model.eval()
     return model, f"the seed-0 reference retrained here for {budget.steps:,} steps", ids
 
 

@@ -10,10 +10,16 @@ from .cache import (
     check_entry,
     environment,
     execute,
+    is_committed,
+    kept_run,
     load_entry,
+    load_model,
     load_weights,
     run_path,
     store,
+    study_compile,
+    study_weights_dir,
+    trained_weights,
     weights_path,
     weights_step,
 )
@@ -31,6 +37,7 @@ from .plan import (
 )
 from .results import (
     FRESH_DIR,
+    StudySettings,
     chapter_curves,
     chapter_results,
     curves_frame,
@@ -40,12 +47,15 @@ from .results import (
     load_results,
     run_study,
     study_plan,
+    study_settings,
     summary_path,
     write_summary,
 )
 
 __all__ = ["STUDY_DIR", "WEIGHTS_DIR", "check_entry", "environment", "execute", "load_entry",
-           "load_weights", "run_path", "store", "weights_path", "weights_step", "ALPHABET_VARIANTS",
+           "is_committed", "kept_run", "load_model", "load_weights", "study_compile",
+           "study_weights_dir", "trained_weights", "run_path", "StudySettings", "study_settings",
+           "store", "weights_path", "weights_step", "ALPHABET_VARIANTS",
            "EXTRAPOLATE", "added_seed_plan",
            "MEASUREMENTS", "SEEDS", "STUDY_VERSION", "THETAS", "Run", "plan", "unique_runs",
            "FRESH_DIR", "fresh_runs_dir", "chapter_curves", "chapter_results", "curves_frame", "frame",

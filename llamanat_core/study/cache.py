@@ -52,21 +52,69 @@ def weights_path(run: Run, weights_dir: Path = WEIGHTS_DIR) -> Path:
     return Path(weights_dir) / f"{name}.safetensors"
 
 
-def load_weights(run: Run, weights_dir: Path = WEIGHTS_DIR):
-    """The saved weights of `run` as an eval-mode TinyLlama, or None if none were saved.
-    A tied head is stored once, as the embedding, and comes back tied."""
+def load_model(path: Path, cfg):
+    """The weights in one safetensors file as an eval-mode TinyLlama of `cfg`. A tied head
+    is stored once, as the embedding, and comes back tied; any other missing or unexpected
+    tensor is an error."""
     from safetensors.torch import load_file
 
     from ..model import TinyLlama
 
-    path = weights_path(run, weights_dir)
-    if not path.exists():
-        return None
-    model = TinyLlama(run.config, seed=None)
+    model = TinyLlama(cfg, seed=None)
     missing, unexpected = model.load_state_dict(load_file(str(path)), strict=False)
-    if unexpected or set(missing) - ({"lm_head.weight"} if run.config.tie_embeddings else set()):
+    if unexpected or set(missing) - ({"lm_head.weight"} if cfg.tie_embeddings else set()):
         raise ValueError(f"{path}: unexpected {unexpected}, missing {missing}")
     return model.eval()
+
+
+def load_weights(run: Run, weights_dir: Path = WEIGHTS_DIR):
+    """The saved weights of `run` as an eval-mode TinyLlama, or None if none were saved."""
+    path = weights_path(run, weights_dir)
+    return load_model(path, run.config) if path.exists() else None
+
+
+def is_committed(cache_dir: Path) -> bool:
+    """Whether `cache_dir` is the committed study's folder (artifacts/study)."""
+    return Path(cache_dir).resolve() == STUDY_DIR.resolve()
+
+
+def study_weights_dir(cache_dir: Path) -> Path:
+    """Where a study keeps its weights: the committed study's in artifacts/weights, any
+    other beside its run files (so a scratch study never writes into the repository)."""
+    return WEIGHTS_DIR if is_committed(cache_dir) else Path(cache_dir) / "weights"
+
+
+def study_compile(committed: bool) -> bool:
+    """Whether a study's runs train compiled: the committed study always is; any other
+    (a reader's fresh runs, a separate cache) follows LLAMANAT_COMPILE. Compiled and eager
+    steps round differently, so the choice is part of every run's key."""
+    from ..fast import compile_default
+
+    return True if committed else compile_default()
+
+
+def kept_run(task: str, variant: str, seed: int, steps: int | None = None,
+             fresh: bool = False) -> Run:
+    """The finite-data run whose weights a chapter reads: the committed study's, or with
+    fresh=True the reader's own, trained by the chapter at a cap of `steps`."""
+    from ..train import Budget
+
+    budget = Budget.for_steps(None if steps is None else int(steps))
+    return Run(task, variant, seed, budget=budget, compile=study_compile(committed=not fresh))
+
+
+def trained_weights(task: str, variant: str, seed: int, steps: int | None = None,
+                    fresh: bool = False, weights_dir: Path | None = None):
+    """(model or None, path): the kept weights of `kept_run(task, variant, seed, steps,
+    fresh)` as an eval-mode TinyLlama, from the committed weights (artifacts/weights),
+    the fresh runs' folder with fresh=True, or `weights_dir`; None where none were kept."""
+    if weights_dir is None:
+        from .results import fresh_runs_dir
+
+        weights_dir = fresh_runs_dir() / "weights" if fresh else WEIGHTS_DIR
+    run = kept_run(task, variant, seed, steps, fresh)
+    path = weights_path(run, weights_dir)
+    return load_weights(run, weights_dir), path
 
 
 def weights_step(path: Path) -> int:
@@ -123,7 +171,7 @@ def execute(run: Run) -> tuple[dict, bytes | None]:
         env = environment()
     entry = {"key": run.key, "record": run.record(), "label": run.label,
              "params": result.model.num_parameters(), "solve_step": result.solve_step,
-             "stop_step": result.stop_step, "curve": result.curve, "dense": result.dense,
+             "stop_step": result.stop_step, "curve": result.test_curve, "dense": result.val_curve,
              "losses": result.losses[:LOSSES_KEPT], "final_loss": result.losses[-1],
              "seconds": round(result.seconds, 2), "env": env}
     weights = None

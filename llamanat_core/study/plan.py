@@ -33,6 +33,9 @@ MEASUREMENTS = ("matrix", "length", "sweep", "alphabet")
 
 @dataclass(frozen=True)
 class Run:
+    """One training run of the study: task, variant, seed, Config overrides, answer
+    formulation, budget and whether its step is compiled. Its `key` (a hash of the record
+    and STUDY_VERSION) names its run file."""
     task: str
     variant: str
     seed: int

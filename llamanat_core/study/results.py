@@ -10,13 +10,58 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from ..config import VARIANTS
 from ..train import Budget
 from ..util import atomic_write_text
-from .cache import ROOT, STUDY_DIR, WEIGHTS_DIR, load_entry, run_path, store
+from .cache import (
+    ROOT,
+    STUDY_DIR,
+    is_committed,
+    load_entry,
+    run_path,
+    store,
+    study_compile,
+    study_weights_dir,
+)
 from .executors import EXECUTORS
 from .plan import MEASUREMENTS, SEEDS, Run, added_seed_plan, interleave_graphs, merge_plans, plan, unique_runs
+
+
+class StudySettings(NamedTuple):
+    """What `llamanat study` runs and where: budget, seeds, run-file folder, compiled or
+    not, and where kept weights go."""
+    budget: Budget
+    seeds: tuple[int, ...]
+    cache_dir: Path
+    compile: bool
+    weights_dir: Path
+
+
+def study_settings(quick: bool = False, steps: int | None = None, seeds=None,
+                   cache_dir: Path | None = None, listing: bool = False) -> StudySettings:
+    """The study runner's policy. --quick: a tiny budget (60 steps, seeds 0-1) into .quick/.
+    Otherwise the full budget (or a cap of `steps`) and seeds 0-9 into artifacts/study,
+    which only ever holds the full, compiled budget: a reduced cap or LLAMANAT_COMPILE=0
+    there is a ValueError (listing the committed runs is allowed either way)."""
+    if quick:
+        budget, seeds = Budget.for_steps(steps or 60), seeds or (0, 1)
+        cache_dir = Path(cache_dir or ".quick")
+    else:
+        budget, seeds = Budget.for_steps(steps), seeds or SEEDS
+        cache_dir = Path(cache_dir) if cache_dir else STUDY_DIR
+        if is_committed(cache_dir) and budget != Budget():
+            raise ValueError("a reduced --steps needs --quick or --cache-dir, so the committed "
+                             "study only ever holds the full budget")
+    committed = is_committed(cache_dir)
+    # The committed study is compiled; an eager study (LLAMANAT_COMPILE=0) rounds differently,
+    # so its runs have other keys and belong in another folder.
+    compile = study_compile(committed=False) or (committed and listing)
+    if not compile and committed:
+        raise ValueError("LLAMANAT_COMPILE=0 trains eagerly, which the committed study is not; "
+                         "add --cache-dir DIR")
+    return StudySettings(budget, tuple(seeds), cache_dir, compile, study_weights_dir(cache_dir))
 
 
 def run_study(runs: list[Run], cache_dir: Path = STUDY_DIR, workers: int = 1,
@@ -36,7 +81,7 @@ def run_study(runs: list[Run], cache_dir: Path = STUDY_DIR, workers: int = 1,
         raise ValueError(f"unknown executor {executor!r}; choose one of {sorted(EXECUTORS)}")
     cache_dir = Path(cache_dir)
     if weights_dir is None:
-        weights_dir = WEIGHTS_DIR if cache_dir.resolve() == STUDY_DIR.resolve() else cache_dir / "weights"
+        weights_dir = study_weights_dir(cache_dir)
     entries = {r.key: e for r in runs if (e := load_entry(cache_dir, r, weights_dir)) is not None}
     todo = [r for r in runs if r.key not in entries]
     todo = interleave_graphs(todo) if interleave else todo
@@ -70,17 +115,14 @@ def study_plan(cache_dir: Path = STUDY_DIR, budget: Budget = Budget(), compile: 
 
     first = plan(MEASUREMENTS, SEEDS, budget, compile)
     runs = unique_runs(first)
-    entries = {r.key: e for r in runs if (e := load_entry(cache_dir, r, _weights_dir(cache_dir))) is not None}
+    weights = study_weights_dir(cache_dir)
+    entries = {r.key: e for r in runs if (e := load_entry(cache_dir, r, weights)) is not None}
     if len(entries) < len(runs):
         return first  # the rule reads a complete first stage
     added = added_seed_plan(added_seed_arms(decide(frame(first, entries))), budget, compile)
     if not train_added:
         added = {m: [r for r in rs if run_path(cache_dir, r).exists()] for m, rs in added.items()}
     return merge_plans(first, added)
-
-
-def _weights_dir(cache_dir: Path) -> Path:
-    return WEIGHTS_DIR if Path(cache_dir).resolve() == STUDY_DIR.resolve() else Path(cache_dir) / "weights"
 
 
 # ---------------------------------------------------------------- results as pandas
@@ -198,7 +240,6 @@ def chapter_results(measurements, fresh: bool = False, seeds=SEEDS, steps: int |
     here through the resumable runner with the given seeds and cap of steps.
     `variants` keeps only those rows (a chapter re-trains just what it shows); `regime`
     keeps one data regime (None keeps both)."""
-    from ..fast import compile_default
     from .plan import check_seeds
 
     if isinstance(measurements, str):
@@ -227,7 +268,7 @@ def chapter_results(measurements, fresh: bool = False, seeds=SEEDS, steps: int |
     budget = Budget.for_steps(None if steps is None else int(steps))
     # compiled as the study unless LLAMANAT_COMPILE=0 (recorded in every run either way)
     regimes = ("finite", "fresh") if regime is None else (regime,)
-    p = plan(tuple(measurements), seeds, budget, compile=compile_default(), regimes=regimes)
+    p = plan(tuple(measurements), seeds, budget, compile=study_compile(committed=False), regimes=regimes)
     if variants is not None:
         p = {m: [r for r in runs if r.variant in variants] for m, runs in p.items()}
     where = fresh_runs_dir() if fresh_dir is None else Path(fresh_dir)

@@ -27,6 +27,7 @@ TOLERANCE = 3e-5
 
 @dataclass(frozen=True)
 class Check:
+    """One committed run re-fitted: the largest training-loss difference over its first steps."""
     key: str
     label: str
     max_diff: float
@@ -80,7 +81,7 @@ def refit_losses(record: dict, steps: int = VERIFY_STEPS) -> list[float]:
     b["checkpoints"] = tuple(b["checkpoints"])
     spec = TaskSpec(record["task"], 4, record["answer"], tuple(record["extrapolate"]))
     with torch_threads(1):
-        return training_losses(cfg, spec, record["seed"], Budget(**b), steps)
+        return training_losses(cfg, spec, record["seed"], Budget(**b), steps, fast=False)
 
 
 def check(entry: dict, steps: int = VERIFY_STEPS) -> Check:

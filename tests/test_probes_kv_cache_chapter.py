@@ -7,7 +7,8 @@ import torch
 
 from llamanat_core import TinyLlama, variant_config
 from llamanat_core.kv import KVCache, kv_cache_bytes
-from llamanat_core.probes import kvcache as kp
+from llamanat_core.probes import kv_cache_chapter as kp
+from llamanat_core.study.kv_timing import write_timing
 from llamanat_core.tasks import Recall
 
 
@@ -36,10 +37,11 @@ def test_human_bytes():
 
 
 @pytest.mark.parametrize("variant", ["mha", "llama", "mqa"])
-def test_generate_with_cache_is_generate_and_holds_the_computed_bytes(variant, prompts):
+def test_generate_with_cache_holds_the_computed_bytes(variant, prompts):
+    """(that cached decoding gives the recomputed tokens is test_kv's)"""
     model = TinyLlama(variant_config(variant, init_std=0.3), seed=2).eval()
     tokens, cache = kp.generate_with_cache(model, prompts[:1], 9, torch.float16, capacity=2048)
-    assert torch.equal(tokens, model.generate(prompts[:1], 9, use_cache=True, cache_dtype=torch.float16))
+    assert tokens.shape == (1, 9)
     assert cache.length == 25 + 9 - 1  # the last token is produced, never fed
     cfg = model.cfg
     assert cache.nbytes(filled_only=False) == kv_cache_bytes(2, cfg.n_kv_heads, 16, 2048)
@@ -100,7 +102,7 @@ def test_timing_file_round_trip_is_atomic(tmp_path):
         kp.load_timing(path)
     timing = {"lengths": [16, 32], "cached_ms": [0.5, 0.6], "recompute_ms": [0.7, 1.2],
               "machine": {"cpu": "x", "torch": "y", "threads": 1}}
-    assert kp.write_timing(timing, path) == path
+    assert write_timing(timing, path) == path
     assert kp.load_timing(path) == timing
     assert [p.name for p in path.parent.iterdir()] == ["kv_timing.json"]  # no temp file left
     path.write_text(json.dumps({"lengths": [16], "cached_ms": [1.0, 2.0], "recompute_ms": [1.0],

@@ -1,7 +1,7 @@
 """Runs per minute through each executor, side by side, on one fixed small plan.
 
-    python benchmarks/executors.py                  # local x1, local x2, ray x2
-    python benchmarks/executors.py --steps 300      # longer runs: start-up matters less
+    python benchmarks/executor_throughput.py                  # local x1, local x2, ray x2
+    python benchmarks/executor_throughput.py --steps 300      # longer runs: start-up matters less
 
 Each executor trains the same plan (the rotation sweep at seeds 0-1: 8 runs, eager, a
 cap of --steps) into its own temporary cache, from cold: the Ray column includes

@@ -2,8 +2,10 @@
 
 The arithmetic is `kv.kv_cache_bytes`. The measured side runs the package's own
 `KVCache` and `TinyLlama.generate`. Timings depend on the machine, so they are measured
-once by `write_timing(measure_timing())` into a committed JSON file that records the
-machine, and the chapter reads that file (or re-measures with fresh=True).
+once (`llamanat study --only kv_cache`, which writes them with
+`study.kv_timing.write_timing`) into a committed JSON file that records the machine, and
+the chapter reads that file (or re-measures with fresh=True). This module only measures
+and reads: it writes nothing.
 """
 from __future__ import annotations
 
@@ -19,10 +21,10 @@ import torch
 from ..config import variant_config
 from ..kv import PUBLISHED, KVCache, greedy_decode, kv_cache_bytes
 from ..model import TinyLlama
-from ..study import STUDY_DIR, WEIGHTS_DIR, Run, environment, load_weights
-from ..util import atomic_write_text, torch_threads
+from ..study import WEIGHTS_DIR, environment, trained_weights
+from ..study.kv_timing import TIMING_PATH
+from ..util import torch_threads
 
-TIMING_PATH = STUDY_DIR / "kv_timing.json"
 LENGTHS = (16, 32, 64, 128, 256, 512, 1024, 2048)
 REPEATS = 41
 TINY = {"mha": "tiny MHA", "llama": "tiny GQA (reference)", "mqa": "tiny MQA"}
@@ -60,7 +62,7 @@ def human_bytes(n: int) -> str:
 
 def load_reference(task: str, weights_dir: Path = WEIGHTS_DIR) -> TinyLlama | None:
     """The trained seed-0 reference model of `task` from the committed weights, or None."""
-    return load_weights(Run(task, "llama", 0), weights_dir)
+    return trained_weights(task, "llama", 0, weights_dir=weights_dir)[0]
 
 
 # ---------------------------------------------------------------- measured: tokens and bytes
@@ -168,13 +170,6 @@ def measure_timing(lengths=LENGTHS, repeats: int = REPEATS, variant: str = "llam
             "cached_ms": [round(1000 * statistics.median(t), 4) for t in t_cache],
             "recompute_ms": [round(1000 * statistics.median(t), 4) for t in t_full],
             "machine": machine}
-
-
-def write_timing(timing: dict, path: Path = TIMING_PATH) -> Path:
-    """Write the timing file atomically (temp file + os.replace)."""
-    path = Path(path)
-    atomic_write_text(path, json.dumps(timing, indent=1, sort_keys=True) + "\n")
-    return path
 
 
 def load_timing(path: Path = TIMING_PATH) -> dict:

@@ -1,0 +1,118 @@
+"""Per-seed figures: each seed's value as a point (or a curve) per row, the chance floor
+of an accuracy axis, and the summary of the matrix.
+
+They take the seed tables and tidy frames of `llamanat_core.report`; every accuracy
+figure draws its chance floor (`chance_line`), and seeds shared by several rows are
+joined by thin lines, so a reader sees which seed moved which way.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .style import BLUE, CHANCE_COLOR, PALETTE, TASK_COLORS, VARIANT_COLORS, use_book_style
+
+
+def _label(index) -> str:
+    return " / ".join(str(i) for i in index) if isinstance(index, tuple) else str(index)
+
+
+def chance_line(ax, chance: float, percent: bool = True, label: bool = True):
+    """The chance floor of an accuracy axis: a dotted line, labelled 'chance 1/4' at the
+    right edge (inside the axes, above the line)."""
+    from ..report import chance_label
+
+    y = 100 * chance if percent else chance
+    ax.axhline(y, color=CHANCE_COLOR, lw=0.9, ls=":", zorder=1)
+    if label:
+        ax.annotate(f"chance {chance_label(chance)}", xy=(1.0, y), xycoords=("axes fraction", "data"),
+                    xytext=(-2, 2), textcoords="offset points", ha="right", va="bottom",
+                    fontsize=7.5, color=CHANCE_COLOR)
+    return ax
+
+
+def seed_points(ax, table, percent: bool = True, color=BLUE, label_rotation=0,
+                offset: float = 0.0, label: str | None = None, paired: bool = True,
+                chance: float | None = None):
+    """Each seed as a point, the mean as a bar, one x position per row of a seed_table.
+
+    paired=True joins one seed's points across the rows with a thin line (the rows of a
+    table share seeds: same data, same initial weights), so a reader sees each seed's
+    own direction. `chance` draws the chance floor."""
+    scale = 100 if percent else 1
+    seed_cols = [c for c in table.columns if c.startswith("seed ")]
+    x = np.arange(len(table)) + offset
+    jitter = np.linspace(-0.12, 0.12, len(seed_cols)) if len(seed_cols) > 1 else np.zeros(1)
+    vals = table[seed_cols].to_numpy(dtype=float) * scale  # (rows, seeds)
+    if paired and len(table) > 1:
+        for k in range(len(seed_cols)):
+            ax.plot(x + jitter[k], vals[:, k], color=color, lw=0.7, alpha=0.35, zorder=2)
+    for i in range(len(table)):
+        ax.scatter(x[i] + jitter, vals[i], s=18, color=color, alpha=0.8, zorder=3,
+                   label=label if i == 0 else None)
+        ax.hlines(table["mean"].iloc[i] * scale, x[i] - 0.22, x[i] + 0.22, color=color, lw=2.2, zorder=4)
+    ax.set_xticks(np.arange(len(table)))
+    ax.set_xticklabels([_label(i) for i in table.index], rotation=label_rotation)
+    if percent:
+        ax.set_ylabel("accuracy (%)")
+        ax.set_ylim(-3, 103)
+    if chance is not None:
+        chance_line(ax, chance, percent)
+    return ax
+
+
+def legend_outside(ax, **kwargs):
+    """A legend to the right of the axes, where it covers no data."""
+    return ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, **kwargs)
+
+
+def seed_curves(ax, df, by: str, value: str = "test_acc", order=None,
+                percent: bool = True, x: str = "step", colors: dict | None = None,
+                chance: float | None = None, legend: bool = True):
+    """A metric against training step: one thin line per seed, a thick line for the mean.
+
+    `x` names another column to plot against (e.g. a depth or a length); `colors` maps a
+    group to its colour (default: the variant's colour, else the style's cycle, in
+    `order`); `chance` draws the chance floor; the legend sits outside the axes."""
+    from ..report import METRIC_NAMES
+
+    scale = 100 if percent else 1
+    groups = order or list(dict.fromkeys(df[by]))
+    for i, g in enumerate(groups):
+        d = df[df[by] == g]
+        color = (colors or {}).get(g) or VARIANT_COLORS.get(g) or PALETTE[i % len(PALETTE)]
+        for _, s in d.groupby("seed"):
+            s = s.sort_values(x)
+            ax.plot(s[x], s[value] * scale, color=color, lw=0.8, alpha=0.45)
+        m = d.groupby(x)[value].mean() * scale
+        ax.plot(m.index, m.values, color=color, lw=2.2, marker="o", ms=4, label=str(g))
+    ax.set_xlabel("training step" if x == "step" else x)
+    ax.set_ylabel(METRIC_NAMES.get(value, value) + (" (%)" if percent else ""))
+    if chance is not None:
+        chance_line(ax, chance, percent)
+    if legend:
+        legend_outside(ax, fontsize=8)
+    return ax
+
+
+def summary_figure(df):
+    """The intro's one-screen summary: accuracy at the last checkpoint per variant and task,
+    every seed a point, the chance floor and the reference's mean drawn. (The chapters
+    join paired seeds; here each control pairs with `llama`, not with its neighbour.)"""
+    import matplotlib.pyplot as plt
+
+    from ..config import MATRIX_VARIANTS
+    from ..report import chance, seed_table
+
+    use_book_style()
+    d = df[df.measurement == "matrix"]
+    present = set(d.variant)
+    variants = [v for v in MATRIX_VARIANTS if v in present] + sorted(present - set(MATRIX_VARIANTS))
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
+    for ax, task in zip(axes, ("addition", "recall")):
+        t = seed_table(d[d.task == task], "variant", "test_acc", order=variants)
+        # seven rows side by side: joining neighbours would pair rows that are not compared
+        seed_points(ax, t, color=TASK_COLORS[task], label_rotation=30, chance=chance(task), paired=False)
+        ax.set_title(f"{task}: test accuracy at the last checkpoint")
+        ax.axhline(100 * t.loc["llama", "mean"], color="0.6", lw=0.8, ls="--")
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,127 @@
+"""The book's look: palette, per-variant and per-task colours, the matplotlib style, and
+deterministic PNGs.
+
+Every chapter starts with ``use_book_style()`` and ends each figure with ``show(fig)``.
+The same figure drawn twice gives byte-identical PNG bytes: Agg rendering, a fixed
+dpi, a fixed SVG hash salt, and no "Software"/date metadata in the file, so an
+executed notebook does not change when it is executed again.
+
+Colours are fixed per variant (``VARIANT_COLORS``) and per task (``TASK_COLORS``), so
+``llama`` is the same colour in every chapter. They come from the Okabe-Ito palette,
+which stays distinguishable under the common colour-vision deficiencies; rows that share
+a figure get colours far apart (never two blues side by side).
+"""
+from __future__ import annotations
+
+import sys
+import warnings
+
+import matplotlib
+
+DPI = 110  # pixels per inch of every PNG in the book
+FIGSIZE = (7.0, 3.6)  # inches: a full-width figure at the book's text width
+PNG_METADATA = {"Software": None}  # no matplotlib version string in the file
+PRINT_KWARGS = {"bbox_inches": "tight", "metadata": PNG_METADATA}
+
+# Okabe-Ito: distinguishable with the common colour-vision deficiencies.
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
+NEUTRAL = "#7f7f7f"
+
+BLUE, ORANGE, SKY, GREEN, VERMILLION, PURPLE, BLACK = (
+    "#0072B2", "#E69F00", "#56B4E9", "#009E73", "#D55E00", "#CC79A7", "#000000")
+
+# The rows a chapter draws together get colours far apart: norm (llama, layernorm,
+# postnorm), RoPE (llama, abs_pos), SwiGLU (llama, gelu_mlp), GQA (llama, mha, mqa),
+# the answer alphabet (llama, untied). Across chapters a variant keeps its colour.
+VARIANT_COLORS = {
+    "llama": BLUE,
+    "layernorm": ORANGE,
+    "postnorm": PURPLE,
+    "abs_pos": VERMILLION,
+    "gelu_mlp": GREEN,
+    "mha": ORANGE,
+    "mqa": BLACK,
+    "untied": VERMILLION,
+    "bias": GREEN,
+}
+# Groups of variants that share a figure (tested: no two of a group share a colour).
+FIGURE_GROUPS = (("llama", "layernorm", "postnorm"), ("llama", "abs_pos"), ("llama", "gelu_mlp"),
+                 ("llama", "mha", "mqa"), ("llama", "untied"), ("llama", "bias"))
+TASK_COLORS = {"addition": BLUE, "recall": VERMILLION}
+CHANCE_COLOR = "#555555"
+
+STYLE = {
+    "figure.figsize": FIGSIZE,
+    "figure.dpi": DPI,
+    "savefig.dpi": DPI,
+    "figure.facecolor": "white",
+    "savefig.facecolor": "white",
+    "font.family": "DejaVu Sans",
+    "font.size": 10,
+    "axes.titlesize": 11,
+    "axes.titleweight": "bold",
+    "axes.labelsize": 10,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "axes.axisbelow": True,
+    "grid.color": "#e0e0e0",
+    "grid.linewidth": 0.8,
+    "axes.prop_cycle": matplotlib.cycler(color=list(PALETTE)),
+    "legend.frameon": False,
+    "legend.fontsize": 9,
+    "lines.linewidth": 1.6,
+    "lines.markersize": 5,
+    "svg.hashsalt": "llamanat",  # SVG ids stay fixed if anyone ever renders SVG
+    "svg.fonttype": "path",
+    "path.simplify": True,
+}
+
+
+def _in_kernel() -> bool:
+    shell = sys.modules.get("IPython")
+    if shell is None:
+        return False
+    ip = shell.get_ipython()
+    return ip is not None and getattr(ip, "kernel", None) is not None
+
+
+def use_book_style() -> None:
+    """Apply the book's matplotlib style; inside a kernel, make inline figures PNG-only
+    with fixed dpi and no metadata, and silence tqdm's missing-widgets notice.
+    Safe to call more than once."""
+    if not _in_kernel():
+        matplotlib.use("Agg")  # scripts and tests: never open a window
+    matplotlib.rcParams.update(STYLE)
+    # The book renders notebooks without ipywidgets; tqdm's notice about that (raised when
+    # transformers or a progress bar imports tqdm.auto) would otherwise land in the page.
+    warnings.filterwarnings("ignore", message="IProgress not found")
+    if _in_kernel():
+        from matplotlib_inline.backend_inline import set_matplotlib_formats
+
+        set_matplotlib_formats("png", **PRINT_KWARGS)
+
+
+def variant_color(name: str) -> str:
+    """The book's colour for a variant (a neutral grey for anything unlisted)."""
+    return VARIANT_COLORS.get(name, NEUTRAL)
+
+
+def png_bytes(fig) -> bytes:
+    """The exact PNG the book shows for `fig` (for tests and for byte comparisons)."""
+    from io import BytesIO
+
+    buf = BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, facecolor=fig.get_facecolor(), **PRINT_KWARGS)
+    return buf.getvalue()
+
+
+def show(fig) -> None:
+    """Display `fig` once as an inline PNG and close it (no duplicate at the cell's end)."""
+    import matplotlib.pyplot as plt
+
+    if _in_kernel():
+        from IPython.display import Image, display
+
+        display(Image(data=png_bytes(fig), format="png"))
+    plt.close(fig)
