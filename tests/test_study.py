@@ -376,12 +376,25 @@ def test_cli_on_committed_tree_has_nothing_to_run(tmp_path):
     assert "running" not in out.stderr
 
 
+def comparisons_arms():
+    from llamanat_core.comparisons import added_seed_arms, decide
+
+    return added_seed_arms(decide(study.load_results()))
+
+
 def test_cli_study_list_and_bad_input(capsys):
     from llamanat_core.cli import main
 
     assert main(["study", "--list"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 390 + 1 and lines[-1].startswith("kv_cache")
+    added = [line for line in lines[:-1] if int(line.split("seed=")[-1]) >= 10]
+    # the first ten seeds of every row, then whichever added seeds are in the cache
+    assert len(lines) == 390 + len(added) + 1 and lines[-1].startswith("kv_cache")
+    assert main(["study", "--list", "--added-seeds"]) == 0
+    every = capsys.readouterr().out.splitlines()
+    assert len(every) == 390 + 30 * len(comparisons_arms()) + 1
+    assert main(["study", "--list", "--added-seeds", "--only", "matrix"]) == 2
+    assert "--added-seeds extends the whole study" in capsys.readouterr().err
     assert main(["study", "--steps", "100"]) == 2
     assert "--quick or --cache-dir" in capsys.readouterr().err
     with pytest.raises(SystemExit):
