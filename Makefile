@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 WORKERS ?= 2
 export PYTHONHASHSEED := 0
 
-.PHONY: venv study chapters book test test-fast lint bench clean lab
+.PHONY: venv study chapters figures book test test-fast lint bench clean lab
 
 # pip byte-compiles what it installs on one core (a minute of the install); compileall
 # does the same on every core. Like pip it skips the files that do not compile for this
@@ -30,11 +30,16 @@ study: venv
 chapters: venv
 	$(BIN)/llamanat chapters
 
+# The picture README.md shows: the reference decoder as `diagram.block_diagram` draws it
+# (the same bytes every time; a test compares the committed file with the code).
+figures: venv
+	$(BIN)/python -m llamanat_core.diagram artifacts/figures/decoder.png
+
 # The HTML book from the executed chapters. --all: a full rebuild, so warnings from
 # unchanged pages are reported again and -W judges the whole book.
 BOOK_BUILD = $(BIN)/jupyter-book build . -W -n --keep-going --all
 
-book: study chapters
+book: study chapters figures
 	$(BOOK_BUILD)
 	@echo "book: _build/html/index.html"
 
