@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 WORKERS ?= 2
 export PYTHONHASHSEED := 0
 
-.PHONY: venv study chapters figures book test test-fast lint bench clean lab
+.PHONY: venv study chapters figures book browser test test-fast lint bench clean lab
 
 # pip byte-compiles what it installs on one core (a minute of the install); compileall
 # does the same on every core. Like pip it skips the files that do not compile for this
@@ -57,11 +57,17 @@ PARALLEL = -n $(WORKERS)
 lint: venv
 	$(BIN)/ruff check llamanat_core tests benchmarks
 
-# Every check, in order: lint; the committed runs re-fitted for their first steps on this
-# CPU (`llamanat verify`); the book build from the committed chapters, with warnings as
-# errors; then one session of the unit and pipeline tests, nbval on the committed chapters
-# and the browser test on the pages just built (its waits for pages overlap other tests).
-test: venv
+# The browser test needs Chromium: installed (Debian's package) when missing and we are
+# root; otherwise this stops before anything else with the one command to run.
+browser:
+	@tools/ensure_chromium.sh
+
+# Every check, in order: Chromium present; lint; the committed runs re-fitted for their
+# first steps on this CPU (`llamanat verify`); the book build from the committed chapters,
+# with warnings as errors; then one session of the unit and pipeline tests, nbval on the
+# committed chapters and the browser test on the pages just built (its waits for pages
+# overlap other tests).
+test: browser venv
 	$(BIN)/ruff check llamanat_core tests benchmarks
 	$(BIN)/llamanat verify
 	$(BOOK_BUILD)
