@@ -101,7 +101,7 @@ def test_without_chromium_a_user_is_told_the_command_at_once(tmp_path):
     result = _ensure_chromium(_fake_bin(tmp_path, uid=1000))
     assert result.returncode == 1 and result.stdout == ""
     (line,) = result.stderr.splitlines()
-    assert "apt-get install -y -qq chromium" in line and "sudo" in line
+    assert "`sudo apt-get update && sudo apt-get install -y chromium`" in line
     assert not (tmp_path / "apt.log").exists()  # nothing attempted
 
 

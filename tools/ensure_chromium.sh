@@ -15,7 +15,7 @@ have_chromium() {  # the names tests/test_browser.py looks for
 
 have_chromium && exit 0
 if [ "$(id -u)" != 0 ]; then
-  echo "make test needs Chromium for its browser test: run \`sudo sh -c '$INSTALL'\` and then make test again." >&2
+  echo "make test needs Chromium for its browser test: run \`sudo apt-get update && sudo apt-get install -y chromium\`, then make test again." >&2
   exit 1
 fi
 echo "Chromium is missing; installing Debian's chromium: $INSTALL" >&2
