@@ -1,5 +1,6 @@
-# LLaMA Anatomy: `make book` builds everything, `make test` runs every check,
-# `make test-fast` the inner loop. Each creates .venv from requirements.txt if it is missing.
+# LLaMA Anatomy: `make book` builds everything, `make test` runs the checks, `make test-fast`
+# the inner loop, `make test-slow` the slow tier. Each creates .venv from requirements.txt
+# if it is missing.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -8,7 +9,7 @@ STAMP := $(VENV)/.installed
 WORKERS ?= 2
 export PYTHONHASHSEED := 0
 
-.PHONY: venv study chapters book test test-fast lint bench clean lab
+.PHONY: venv study chapters figures book browser test test-fast test-slow lint bench clean lab
 
 # pip byte-compiles what it installs on one core (a minute of the install); compileall
 # does the same on every core. Like pip it skips the files that do not compile for this
@@ -30,11 +31,16 @@ study: venv
 chapters: venv
 	$(BIN)/llamanat chapters
 
+# The picture README.md shows: the reference decoder as `diagram.block_diagram` draws it
+# (the same bytes every time; a test compares the committed file with the code).
+figures: venv
+	$(BIN)/python -m llamanat_core.diagram artifacts/figures/decoder.png
+
 # The HTML book from the executed chapters. --all: a full rebuild, so warnings from
 # unchanged pages are reported again and -W judges the whole book.
 BOOK_BUILD = $(BIN)/jupyter-book build . -W -n --keep-going --all
 
-book: study chapters
+book: study chapters figures
 	$(BOOK_BUILD)
 	@echo "book: _build/html/index.html"
 
@@ -52,15 +58,27 @@ PARALLEL = -n $(WORKERS)
 lint: venv
 	$(BIN)/ruff check llamanat_core tests benchmarks
 
-# Every check, in order: lint; the committed runs re-fitted for their first steps on this
-# CPU (`llamanat verify`); the book build from the committed chapters, with warnings as
-# errors; then one session of the unit and pipeline tests, nbval on the committed chapters
-# and the browser test on the pages just built (its waits for pages overlap other tests).
-test: venv
+# The browser test needs Chromium: installed (Debian's package) when missing and we are
+# root; otherwise this stops before anything else with the one command to run.
+browser:
+	@tools/ensure_chromium.sh
+
+# Every check but the slow tier, in order: Chromium present; lint; the committed runs
+# re-fitted for their first steps on this CPU (`llamanat verify`); the book build from the
+# committed chapters, with warnings as errors; then one session of the unit and pipeline
+# tests, nbval on the committed chapters and the browser test on the pages just built (its
+# waits for pages overlap other tests).
+test: browser venv
 	$(BIN)/ruff check llamanat_core tests benchmarks
 	$(BIN)/llamanat verify
 	$(BOOK_BUILD)
-	LLAMANAT_REQUIRE_BOOK=1 $(BIN)/python -m pytest tests artifacts/*.ipynb $(NBVAL) $(PARALLEL)
+	LLAMANAT_REQUIRE_BOOK=1 $(BIN)/python -m pytest tests artifacts/*.ipynb $(NBVAL) $(PARALLEL) \
+		-m "not slow"
+
+# The slow tier alone (tests marked `slow`: each chapter's tiny-budget fresh run but the
+# one `make test` keeps). Run it after changing the chapter runner or the study's runner.
+test-slow: venv
+	$(BIN)/python -m pytest tests -m slow $(PARALLEL)
 
 # The inner loop (under 2 minutes): lint and the unit tests, eager, without the tiers
 # marked in pyproject.toml (compile, notebook, browser, pool, slow). Not a substitute for

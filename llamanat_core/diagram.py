@@ -252,4 +252,27 @@ def _draw_output(d: _Drawer, cfg: Config) -> None:
     d.ax.text(mid, 15.9, "next-token logits", ha="center", va="center", fontsize=9)
 
 
-__all__ = ["HIGHLIGHTS", "HIGHLIGHT", "COLORS", "block_diagram"]
+def diagram_png(cfg: Config | None = None) -> bytes:
+    """The PNG bytes of `block_diagram(cfg)`: the same code draws the same bytes."""
+    import matplotlib.pyplot as plt
+
+    from .plotting import png_bytes
+
+    fig = block_diagram(cfg)
+    try:
+        return png_bytes(fig)
+    finally:
+        plt.close(fig)
+
+
+__all__ = ["HIGHLIGHTS", "HIGHLIGHT", "COLORS", "block_diagram", "diagram_png"]
+
+
+if __name__ == "__main__":  # `make book`: python -m llamanat_core.diagram PATH (the README's picture)
+    import sys
+
+    from .util import atomic_write_bytes
+
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m llamanat_core.diagram PATH.png  (the reference decoder's diagram)")
+    atomic_write_bytes(sys.argv[1], diagram_png())

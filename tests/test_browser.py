@@ -170,7 +170,7 @@ def browser():
         _missing(f"no built book at {BUILD}")
     exe = _chromium()
     if exe is None:
-        _missing("chromium is not installed (apt-get install -y chromium; .ci/run does this)")
+        _missing("chromium is not installed (tools/ensure_chromium.sh installs it, as `make test` does)")
     pytest.importorskip("websocket", reason="websocket-client is pinned in requirements.txt")
     profile = Path(tempfile.mkdtemp(prefix="llamanat-chromium-"))
     log = open(profile.parent / f"{profile.name}.log", "wb")

@@ -3,7 +3,8 @@ reproducible artifacts; the shape of chapter sources (a parameters cell, the par
 check after it, plumbing hidden from the HTML); the parameter check itself; and the rule
 that no measured value is typed into prose.
 
-Markers: `notebook` (executes chapters through papermill and a kernel), `slow`."""
+Markers: `notebook` (executes chapters through papermill and a kernel); `slow` (the tier
+`make test` leaves to `make test-slow`: the tiny-budget run of all chapters but one)."""
 from __future__ import annotations
 
 import ast
@@ -238,7 +239,6 @@ def without_volatile_outputs(text: str) -> str:
 
 
 @pytest.mark.notebook
-@pytest.mark.slow
 def test_injected_parameters_are_recorded_and_leave_nothing_volatile(tmp_path):
     """Executed with parameters (the sweep: the cheapest chapter that takes seeds), a
     chapter records them and injects them once, and keeps no metadata that would differ
@@ -272,9 +272,16 @@ def fresh_runs(tmp_path_factory):
     return tmp_path_factory.mktemp("fresh")
 
 
+# `make test` runs the tiny-budget fresh run on one chapter, which trains runs of two
+# measurements (the matrix and the length table) and was the quickest of the nine; the
+# other eight are the slow tier (`make test-slow`).
+TINY_RUN_IN_MAKE_TEST = "rope"
+
+
 @pytest.mark.notebook
-@pytest.mark.slow
-@pytest.mark.parametrize("path", SOURCES, ids=[p.stem for p in SOURCES])
+@pytest.mark.parametrize("path", [
+    pytest.param(p, id=p.stem, marks=() if p.stem == TINY_RUN_IN_MAKE_TEST else pytest.mark.slow)
+    for p in SOURCES])
 def test_fresh_run_with_a_tiny_budget_executes(path, tmp_path, fresh_runs):
     """A reader's `llamanat chapters NAME --fresh --steps 4 --seeds 0` works: the chapter
     trains its own runs (through the study runner, into a temporary folder here, never
@@ -307,7 +314,6 @@ ROUND_TRIP = [p for p in COMMITTED if p.stem == "sweep"]
 
 
 @pytest.mark.notebook
-@pytest.mark.slow
 @pytest.mark.parametrize("path", ROUND_TRIP, ids=[p.stem for p in ROUND_TRIP])
 def test_committed_artifact_is_what_the_source_produces(path, tmp_path):
     """Re-executing a chapter leaves `git status` clean: the committed artifact is byte for
