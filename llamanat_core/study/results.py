@@ -208,9 +208,12 @@ def _read(path: Path):
     return pd.read_csv(path)
 
 
-def load_results(cache_dir: Path = STUDY_DIR, measurement: str | None = None):
-    """The committed study as a tidy pandas frame (one row per measurement, run, checkpoint)."""
+def load_results(cache_dir: Path = STUDY_DIR, measurement: str | None = None, seeds=None):
+    """The committed study as a tidy pandas frame (one row per measurement, run, checkpoint);
+    `seeds` keeps only those (the first ten are `SEEDS`; the added ones come after)."""
     df = _read(summary_path(cache_dir))
+    if seeds is not None:
+        df = df[df.seed.isin(list(seeds))].reset_index(drop=True)
     if measurement is not None:
         if measurement not in MEASUREMENTS:
             raise ValueError(f"unknown measurement {measurement!r}; choose from {list(MEASUREMENTS)}")
