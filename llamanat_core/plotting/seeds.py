@@ -101,7 +101,8 @@ def summary_figure(df):
     import matplotlib.pyplot as plt
 
     from ..config import MATRIX_VARIANTS
-    from ..report import chance, seed_table
+    from ..report import seed_table
+    from ..stats import chance_floor
 
     use_book_style()
     d = df[df.measurement == "matrix"]
@@ -111,7 +112,8 @@ def summary_figure(df):
     for ax, task in zip(axes, ("addition", "recall")):
         t = seed_table(d[d.task == task], "variant", "test_acc", order=variants)
         # seven rows side by side: joining neighbours would pair rows that are not compared
-        seed_points(ax, t, color=TASK_COLORS[task], label_rotation=30, chance=chance(task), paired=False)
+        seed_points(ax, t, color=TASK_COLORS[task], label_rotation=30, chance=chance_floor(task),
+                    paired=False)
         ax.set_title(f"{task}: test accuracy at the last checkpoint")
         ax.axhline(100 * t.loc["llama", "mean"], color="0.6", lw=0.8, ls="--")
     fig.tight_layout()
