@@ -226,6 +226,49 @@ def test_seed_curves_put_the_legend_outside_the_axes():
     plt.close(fig)
 
 
+def test_accuracy_grid_is_a_panel_per_task_and_regime_with_its_floor():
+    import matplotlib.pyplot as plt
+
+    from llamanat_core import plotting
+
+    plotting.use_book_style()
+    tables = {(t, r): report.seed_table(frame({"llama": [0.9, 0.5], "mha": [0.8, 0.4]}, task=t))
+              for t in ("addition", "recall") for r in ("finite", "fresh")}
+    fig = plotting.accuracy_grid(tables, 1200, figsize=(9, 6.4))
+    axes = fig.get_axes()
+    assert tuple(fig.get_size_inches()) == (9, 6.4) and len(axes) == 4
+    assert [ax.get_title() for ax in axes] == [
+        "addition, finite data: step 1,200", "addition, fresh data: step 1,200",
+        "recall, finite data: step 1,200", "recall, fresh data: step 1,200"]
+    floors = [[ln.get_ydata()[0] for ln in ax.lines if ln.get_linestyle() == ":"] for ax in axes]
+    assert floors == [[pytest.approx(0.1)]] * 2 + [[pytest.approx(25.0)]] * 2
+    plt.close(fig)
+
+
+def test_length_panels_draw_each_regime_against_pairs_with_a_falling_floor():
+    import matplotlib.pyplot as plt
+
+    from llamanat_core import plotting
+
+    rows = [{"regime": r, "variant": v, "seed": s, "pairs": n, "accuracy": acc}
+            for r in ("finite", "fresh") for v in ("llama", "abs_pos") for s in (0, 1)
+            for n, acc in ((4, 0.9), (8, 0.5), (12, 0.3))]
+    data = pd.DataFrame(rows)
+    fig = plotting.length_panels(data[~((data.regime == "fresh") & (data.variant == "abs_pos"))],
+                                 "step 1,200", ["llama", "abs_pos"])
+    finite, fresh = fig.get_axes()
+    assert finite.get_title() == "finite data: step 1,200" and fresh.get_title() == "fresh data: step 1,200"
+    for ax in (finite, fresh):
+        (floor,) = [ln for ln in ax.lines if ln.get_linestyle() == ":"]
+        assert list(floor.get_xdata()) == [4, 8, 12]
+        assert list(floor.get_ydata()) == pytest.approx([25.0, 12.5, 100 / 12])
+    # a mean line per variant present: two in the finite panel, one in the fresh one
+    means = [[ln for ln in ax.lines if ln.get_marker() == "o"] for ax in (finite, fresh)]
+    assert [len(m) for m in means] == [2, 1]
+    assert [t.get_text() for t in fresh.get_legend().get_texts()] == ["llama", "chance (1/pairs)"]
+    plt.close(fig)
+
+
 def test_range_text():
     from llamanat_core.report import range_text
 
