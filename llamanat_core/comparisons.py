@@ -253,6 +253,28 @@ def verdicts(results: pd.DataFrame, reference: str = "llama", seed: int = 0,
     """
     keep = results.seed.isin(seeds)
     results = results[keep] if keep.any() else results
+    rows = _metric_rows(results, reference, seed)
+    if not rows:
+        return pd.DataFrame(columns=VERDICT_COLUMNS)
+    return _holm_verdicts(pd.DataFrame(rows))
+
+
+VERDICT_COLUMNS = ["measurement", "comparison", "task", "regime", "metric", "reference", "control", "n",
+                   "reference_value", "control_value", "solved_reference", "solved_control", "effect",
+                   "ci_low", "ci_high", "p", "p_holm", "p_sign", "p_min", "family_size", "reachable", "test",
+                   "verdict"]
+
+
+def _no_pair(metric: str) -> dict:
+    """A comparison with no seed in both rows: nothing measured, nothing decidable."""
+    return {"n": 0, "p": math.nan, "p_min": 1.0, "both_at_chance": False, "direction": 0.0,
+            "effect": math.nan, "ci_low": math.nan, "ci_high": math.nan, "p_sign": math.nan,
+            "test": TESTS["time_to_solve" if metric == "time_to_solve" else "accuracy"],
+            "equivalence": (0.0, 0.0)}
+
+
+def _metric_rows(results: pd.DataFrame, reference: str, seed: int) -> list[dict]:
+    """One row per comparison and metric: its effect, interval and test, before Holm (`verdicts`)."""
     rows = []
     for measurement, task, regime, label, rlab, clab, ref, ctl in _comparisons(results, reference):
         pair = _paired(ref, ctl)
@@ -268,18 +290,15 @@ def verdicts(results: pd.DataFrame, reference: str = "llama", seed: int = 0,
                 row = _accuracy(pair, metric, task, seed) if len(pair) else None
                 name = f"{metric}@{checkpoint}"
             if row is None:
-                row = {"n": 0, "p": math.nan, "p_min": 1.0, "both_at_chance": False, "direction": 0.0,
-                         "effect": math.nan, "ci_low": math.nan, "ci_high": math.nan, "p_sign": math.nan,
-                         "test": TESTS["time_to_solve" if metric == "time_to_solve" else "accuracy"],
-                         "equivalence": (0.0, 0.0)}
+                row = _no_pair(metric)
             rows.append({"measurement": measurement, "comparison": label, "task": task, "regime": regime,
                          "metric": name, "reference": rlab, "control": clab, **row})
-    cols = ["measurement", "comparison", "task", "regime", "metric", "reference", "control", "n",
-            "reference_value", "control_value", "solved_reference", "solved_control", "effect", "ci_low",
-            "ci_high", "p", "p_holm", "p_sign", "p_min", "family_size", "reachable", "test", "verdict"]
-    if not rows:
-        return pd.DataFrame(columns=cols)
-    df = pd.DataFrame(rows)
+    return rows
+
+
+def _holm_verdicts(df: pd.DataFrame) -> pd.DataFrame:
+    """Holm within each family (measurement × task × regime × metric), whether the first Holm
+    step is reachable, and each row's verdict; the columns of `verdicts`, in order."""
     family = ["measurement", "task", "regime", "metric"]
     df["p_holm"] = df.groupby(family, sort=False)["p"].transform(lambda p: pd.Series(holm(p), index=p.index))
     df["family_size"] = df.groupby(family, sort=False)["p"].transform(lambda p: int(p.notna().sum()))
@@ -287,10 +306,10 @@ def verdicts(results: pd.DataFrame, reference: str = "llama", seed: int = 0,
     df["verdict"] = [verdict(both_at_chance=r.both_at_chance, p_holm=r.p_holm, reachable=r.reachable,
                              direction=r.direction, ci_low=r.ci_low, ci_high=r.ci_high,
                              equivalence=r.equivalence) for r in df.itertuples()]
-    for c in cols:
+    for c in VERDICT_COLUMNS:
         if c not in df:
             df[c] = np.nan
-    return df[cols].reset_index(drop=True)
+    return df[VERDICT_COLUMNS].reset_index(drop=True)
 
 
 TEST_NAMES = {TESTS["time_to_solve"]: "log-rank", TESTS["accuracy"]: "sign-flip"}

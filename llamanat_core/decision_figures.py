@@ -7,12 +7,15 @@ undecided row, the seeds that would give it 80 % power.
 
 Figures, drawn with the book's style and colour-blind-safe palette (`llamanat_core.plotting`):
 
-- `forest_figure`: the primary endpoints as small multiples, one panel per measurement ×
+- `decision_forest`: the primary endpoints as small multiples, one panel per measurement ×
   endpoint, every interval inside its panel, the equivalence margin shaded, ratios on a log
   axis with plain tick labels;
 - `solve_curves_figure`: the share of seeds solved by each step, at most two curves a
   panel (the reference and one control); the time is capped, so every run is observed;
 - `seed_strip_figure`: per-seed values of a few comparisons, each seed's two runs joined.
+
+Where `comparisons` or `plotting` has a namesake for the second edition's verdicts
+(`forest_figure`, `verdict_counts`, `effect_text`), the name here starts with `decision_`.
 """
 from __future__ import annotations
 
@@ -78,7 +81,7 @@ def is_ratio(metric: str) -> bool:
     return metric == "speed"
 
 
-def effect_text(row) -> str:
+def decision_effect_text(row) -> str:
     """The effect and its interval: ×0.34 [0.18, 0.57] for speed, −12.5 [−20.0, −3.0]
     points for accuracy; a dash when the row has none (a question nobody learns)."""
     if not np.isfinite(row.effect):
@@ -94,14 +97,14 @@ def margin_text(row) -> str:
     return f"±{100 * row.margin_high:.0f}"
 
 
-def value_text(x: float, metric: str) -> str:
+def _value_text(x: float, metric: str) -> str:
     """A row's value: geometric-mean steps for speed (thousands separated), else a percentage."""
     if not np.isfinite(x):
         return "–"
     return f"{x:,.0f}" if is_ratio(metric) else f"{100 * x:.1f}%"
 
 
-def p_text(p: float) -> str:
+def _p_text(p: float) -> str:
     if p is None or not np.isfinite(p):
         return "–"
     return "<0.001" if p < 0.001 else f"{p:.3f}"
@@ -145,9 +148,10 @@ def decision_table(decisions: pd.DataFrame, metrics=None, measurements=None) -> 
     for r in d.itertuples():
         rows.append({
             "measurement": r.measurement, "endpoint": r.metric, "comparison": row_label(r),
-            "n": int(r.n), "reference": value_text(r.reference_value, r.metric),
-            "control": value_text(r.control_value, r.metric),
-            "effect [interval]": effect_text(r), "margin": margin_text(r), "Holm p": p_text(r.p_holm),
+            "n": int(r.n), "reference": _value_text(r.reference_value, r.metric),
+            "control": _value_text(r.control_value, r.metric),
+            "effect [interval]": decision_effect_text(r), "margin": margin_text(r),
+            "Holm p": _p_text(r.p_holm),
             "P(better) [interval]": prob_text(r), "verdict": r.verdict, "why it stopped": r.stopped,
             "seeds needed": seeds_text(r.seeds_needed)})
     cols = ["measurement", "endpoint", "comparison", "n", "reference", "control", "effect [interval]",
@@ -156,7 +160,7 @@ def decision_table(decisions: pd.DataFrame, metrics=None, measurements=None) -> 
     return out.set_index(["measurement", "endpoint", "comparison"])
 
 
-def verdict_counts(decisions: pd.DataFrame) -> dict:
+def decision_counts(decisions: pd.DataFrame) -> dict:
     """How many comparisons ended how: decided (better + worse), better, worse,
     equivalent, undecided, at chance, not learned, and undecided rows whose added seeds
     are still being trained (pending)."""
@@ -277,7 +281,7 @@ def forest_legend(fig, verdicts: set[str]):
                       fontsize=8.5)
 
 
-def forest_figure(decisions: pd.DataFrame, columns, width: float = 10.0):
+def decision_forest(decisions: pd.DataFrame, columns, width: float = 10.0):
     """The primary endpoints as small multiples. `columns` lists, per column of panels,
     the (measurement, endpoint) pairs it stacks; a column shares one x axis (so effects
     compare across its panels) that holds every interval of the column."""
@@ -441,7 +445,7 @@ def inversion_figure(shifts, pvalues, level: float, interval: tuple[float, float
     return fig
 
 
-__all__ = ["inversion_figure", "chapter_decisions", "decision_table", "verdict_counts",
-           "effect_text", "signed", "row_label", "forest_figure", "forest_axes", "panel_limits",
-           "ratio_ticks", "plain", "share_solved", "solve_curves_figure", "seed_strip_figure",
-           "is_pending", "arm_values", "paired_values", "MINUS"]
+__all__ = ["inversion_figure", "chapter_decisions", "decision_table", "decision_counts",
+           "decision_effect_text", "signed", "row_label", "decision_forest", "forest_axes",
+           "panel_limits", "ratio_ticks", "plain", "share_solved", "solve_curves_figure",
+           "seed_strip_figure", "is_pending", "arm_values", "paired_values", "MINUS"]

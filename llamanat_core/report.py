@@ -7,8 +7,8 @@ which gaps are decided comes only from `llamanat_core.comparisons` (this module
 describes, it does not decide).
 
 Conventions: mean and *population* standard deviation over seeds, every seed's value
-shown. Accuracy tables state the chance floor (`chance`): the accuracy of a model that
-has learnt the answer's format but not the task.
+shown. Accuracy tables state the chance floor (`stats.chance_floor`): the accuracy of a
+model that has learnt the answer's format but not the task.
 """
 from __future__ import annotations
 
@@ -17,8 +17,6 @@ import sys
 
 import numpy as np
 import pandas as pd
-
-from .stats import chance_floor
 
 METRIC_NAMES = {
     "test_acc": "test accuracy",
@@ -38,10 +36,7 @@ def pct(x: float, digits: int = 1) -> str:
 
 
 # ---------------------------------------------------------------- chance floors
-# `chance` is the chapters' short name for stats.chance_floor: one definition, in stats.
-
-chance = chance_floor
-
+# The floors themselves are stats.chance_floor's; here only how a table or sentence shows one.
 
 def chance_label(x: float) -> str:
     """A chance floor as a fraction for prose and legends: 0.25 -> '1/4', 0.001 -> '1/1,000'."""

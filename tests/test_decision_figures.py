@@ -48,10 +48,10 @@ def decisions():
 
 def test_effects_read_as_the_book_writes_them(decisions):
     rows = list(decisions.itertuples())
-    assert dfig.effect_text(rows[0]) == "×0.34 [0.18, 0.57]"
-    assert dfig.effect_text(rows[3]) == "\u221254.5 [\u221274.5, \u221218.5]"  # a real minus sign
-    assert "-" not in dfig.effect_text(rows[3])
-    assert dfig.effect_text(rows[5]) == "–"
+    assert dfig.decision_effect_text(rows[0]) == "×0.34 [0.18, 0.57]"
+    assert dfig.decision_effect_text(rows[3]) == "\u221254.5 [\u221274.5, \u221218.5]"  # a real minus sign
+    assert "-" not in dfig.decision_effect_text(rows[3])
+    assert dfig.decision_effect_text(rows[5]) == "–"
     assert dfig.signed(-0.04, 1) == "0.0" and dfig.signed(3, 1) == "+3.0"
 
 
@@ -66,8 +66,16 @@ def test_decision_table_formats_every_row(decisions):
     assert set(only.index.get_level_values("endpoint")) == {"length_12"}
 
 
-def test_verdict_counts_add_up_and_count_pending_rows(decisions):
-    c = dfig.verdict_counts(decisions)
+def test_no_public_name_is_also_one_of_the_earlier_verdicts():
+    """One name, one home: what this module exports is not also a name in comparisons or plotting."""
+    from llamanat_core import comparisons, plotting
+
+    shared = {n for n in dfig.__all__ if hasattr(comparisons, n) or hasattr(plotting, n)}
+    assert not shared
+
+
+def test_decision_counts_add_up_and_count_pending_rows(decisions):
+    c = dfig.decision_counts(decisions)
     assert c == {"total": 6, "better": 1, "worse": 2, "decided": 3, "equivalent": 0, "undecided": 1,
                  "at chance": 1, "not learned": 1, "pending": 1}
 
@@ -82,7 +90,7 @@ def test_forest_bars_inside_panels_plain_ticks_and_legend_of_what_is_drawn(decis
     import matplotlib.pyplot as plt
 
     columns = [[("matrix", "speed")], [("length", "length_12"), ("length", "length_8")]]
-    fig = dfig.forest_figure(decisions, columns)
+    fig = dfig.decision_forest(decisions, columns)
     axes = [ax for ax in fig.axes if ax.axison]
     assert len(axes) == 3  # one panel per measurement × endpoint
     for ax in axes:
@@ -172,7 +180,7 @@ def test_committed_study_rows_have_intervals_inside_their_panels():
 
     _, _, d = dfig.chapter_decisions(SEEDS)
     primary = d[d.primary.astype(bool)]
-    fig = dfig.forest_figure(primary, [[("matrix", "speed")], [("length", "length_12")]])
+    fig = dfig.decision_forest(primary, [[("matrix", "speed")], [("length", "length_12")]])
     for ax in (ax for ax in fig.axes if ax.axison):
         lo, hi = ax.get_xlim()
         assert all(lo < seg[:, 0].min() and seg[:, 0].max() < hi for seg in _bars(ax))

@@ -80,7 +80,7 @@ def test_display_table_chance_per_task_of_a_concatenated_table():
               "recall": report.seed_table(frame({"a": [0.3, 0.4]}))}
     both = pd.concat(tables, names=["task"])
     shown = report.display_table(both, percent=True,
-                                 chance={t: report.chance(t) for t in tables})
+                                 chance={t: stats.chance_floor(t) for t in tables})
     assert list(shown["chance"]) == ["0.1% (1/1,000)", "25.0% (1/4)"]
     with pytest.raises(ValueError, match="3 chance floors for 2 rows"):
         report.display_table(both, percent=True, chance=[0.25, 0.25, 0.25])
@@ -99,8 +99,8 @@ def test_thousands_formats_integer_columns_only():
 
 @pytest.mark.parametrize("floor, label", [(1 / 4, "1/4"), (1 / 12, "1/12"), (1 / 1000, "1/1,000")])
 def test_chance_label_writes_a_floor_as_a_fraction(floor, label):
-    """(the floors themselves are stats.chance_floor's, tested there; report.chance is it)"""
-    assert report.chance is stats.chance_floor
+    """(the floors themselves are stats.chance_floor's, tested there, and have no second name here)"""
+    assert not hasattr(report, "chance")
     assert report.chance_label(floor) == label
 
 
@@ -199,7 +199,7 @@ def test_seed_points_draws_chance_and_joins_paired_seeds():
     plotting.use_book_style()
     t = report.seed_table(frame({"a": [0.9, 0.3, 0.5], "b": [0.8, 0.25, 0.7]}))
     fig, ax = plt.subplots()
-    plotting.seed_points(ax, t, chance=report.chance("recall", 4))
+    plotting.seed_points(ax, t, chance=stats.chance_floor("recall", 4))
     joins = [ln for ln in ax.lines if len(ln.get_xdata()) == 2 and ln.get_linestyle() == "-"]
     assert len(joins) == 3  # one line per seed across the two rows
     floors = [ln for ln in ax.lines if ln.get_linestyle() == ":"]
@@ -220,9 +220,52 @@ def test_seed_curves_put_the_legend_outside_the_axes():
     df = pd.concat([frame({"llama": [0.2, 0.3]}, step=300).assign(final=False),
                     frame({"llama": [0.8, 0.9]}, step=600)])
     fig, ax = plt.subplots()
-    plotting.seed_curves(ax, df, "variant", chance=report.chance("recall"))
+    plotting.seed_curves(ax, df, "variant", chance=stats.chance_floor("recall"))
     legend = ax.get_legend()
     assert legend is not None and legend.get_bbox_to_anchor().x0 >= ax.get_window_extent().x1 - 1
+    plt.close(fig)
+
+
+def test_accuracy_grid_is_a_panel_per_task_and_regime_with_its_floor():
+    import matplotlib.pyplot as plt
+
+    from llamanat_core import plotting
+
+    plotting.use_book_style()
+    tables = {(t, r): report.seed_table(frame({"llama": [0.9, 0.5], "mha": [0.8, 0.4]}, task=t))
+              for t in ("addition", "recall") for r in ("finite", "fresh")}
+    fig = plotting.accuracy_grid(tables, 1200, figsize=(9, 6.4))
+    axes = fig.get_axes()
+    assert tuple(fig.get_size_inches()) == (9, 6.4) and len(axes) == 4
+    assert [ax.get_title() for ax in axes] == [
+        "addition, finite data: step 1,200", "addition, fresh data: step 1,200",
+        "recall, finite data: step 1,200", "recall, fresh data: step 1,200"]
+    floors = [[ln.get_ydata()[0] for ln in ax.lines if ln.get_linestyle() == ":"] for ax in axes]
+    assert floors == [[pytest.approx(0.1)]] * 2 + [[pytest.approx(25.0)]] * 2
+    plt.close(fig)
+
+
+def test_length_panels_draw_each_regime_against_pairs_with_a_falling_floor():
+    import matplotlib.pyplot as plt
+
+    from llamanat_core import plotting
+
+    rows = [{"regime": r, "variant": v, "seed": s, "pairs": n, "accuracy": acc}
+            for r in ("finite", "fresh") for v in ("llama", "abs_pos") for s in (0, 1)
+            for n, acc in ((4, 0.9), (8, 0.5), (12, 0.3))]
+    data = pd.DataFrame(rows)
+    fig = plotting.length_panels(data[~((data.regime == "fresh") & (data.variant == "abs_pos"))],
+                                 "step 1,200", ["llama", "abs_pos"])
+    finite, fresh = fig.get_axes()
+    assert finite.get_title() == "finite data: step 1,200" and fresh.get_title() == "fresh data: step 1,200"
+    for ax in (finite, fresh):
+        (floor,) = [ln for ln in ax.lines if ln.get_linestyle() == ":"]
+        assert list(floor.get_xdata()) == [4, 8, 12]
+        assert list(floor.get_ydata()) == pytest.approx([25.0, 12.5, 100 / 12])
+    # a mean line per variant present: two in the finite panel, one in the fresh one
+    means = [[ln for ln in ax.lines if ln.get_marker() == "o"] for ax in (finite, fresh)]
+    assert [len(m) for m in means] == [2, 1]
+    assert [t.get_text() for t in fresh.get_legend().get_texts()] == ["llama", "chance (1/pairs)"]
     plt.close(fig)
 
 

@@ -3,7 +3,9 @@
 style.py      the palette, per-variant and per-task colours, the matplotlib style,
               `use_book_style`, `show` and `png_bytes` (byte-identical PNGs)
 seeds.py      each seed's value per row (`seed_points`, `seed_curves`), the chance floor
-              of an accuracy axis (`chance_line`), the matrix summary
+              of an accuracy axis (`chance_line`), the matrix summary, accuracy per task ×
+              regime at a checkpoint (`accuracy_grid`), accuracy by item length
+              (`length_panels`)
 curves.py     time to solve (Kaplan–Meier) and loss curves, per variant or per group
 attention.py  attention maps and the task summaries of `llamanat_core.mechanism`
 verdicts.py   every verdict at once: the forest figure
@@ -29,7 +31,15 @@ from .curves import (
     loss_figure,
     loss_panels_figure,
 )
-from .seeds import chance_line, legend_outside, seed_curves, seed_points, summary_figure
+from .seeds import (
+    accuracy_grid,
+    chance_line,
+    legend_outside,
+    length_panels,
+    seed_curves,
+    seed_points,
+    summary_figure,
+)
 from .style import (
     BLACK,
     BLUE,
@@ -67,6 +77,7 @@ __all__ = ["DPI", "FIGSIZE", "PALETTE", "NEUTRAL", "BLUE", "ORANGE", "SKY", "GRE
            "PURPLE", "BLACK", "VARIANT_COLORS", "FIGURE_GROUPS", "TASK_COLORS", "CHANCE_COLOR",
            "STYLE", "PNG_METADATA", "PRINT_KWARGS", "use_book_style", "variant_color", "png_bytes",
            "show", "chance_line", "seed_points", "seed_curves", "legend_outside", "summary_figure",
+           "accuracy_grid", "length_panels",
            "km_axes", "km_figure", "loss_curves_axes", "loss_figure", "km_groups_axes",
            "km_panels_figure", "loss_panels_figure", "HEAT_CMAP", "MAP_LABEL", "attention_heatmap",
            "attention_grid", "position_heatmap", "recall_attention_figure", "recall_by_pair_figure",

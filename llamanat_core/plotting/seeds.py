@@ -101,7 +101,8 @@ def summary_figure(df):
     import matplotlib.pyplot as plt
 
     from ..config import MATRIX_VARIANTS
-    from ..report import chance, seed_table
+    from ..report import seed_table
+    from ..stats import chance_floor
 
     use_book_style()
     d = df[df.measurement == "matrix"]
@@ -111,8 +112,58 @@ def summary_figure(df):
     for ax, task in zip(axes, ("addition", "recall")):
         t = seed_table(d[d.task == task], "variant", "test_acc", order=variants)
         # seven rows side by side: joining neighbours would pair rows that are not compared
-        seed_points(ax, t, color=TASK_COLORS[task], label_rotation=30, chance=chance(task), paired=False)
+        seed_points(ax, t, color=TASK_COLORS[task], label_rotation=30, chance=chance_floor(task),
+                    paired=False)
         ax.set_title(f"{task}: test accuracy at the last checkpoint")
         ax.axhline(100 * t.loc["llama", "mean"], color="0.6", lw=0.8, ls="--")
+    fig.tight_layout()
+    return fig
+
+
+def accuracy_grid(tables: dict, step: int, figsize=(8, 6.4)):
+    """Accuracy at one checkpoint, a panel per task (rows) × data regime (columns): each
+    seed a point (`seed_points`), the task's chance floor dotted, titled 'task, regime
+    data: step N'. `tables` maps (task, regime) to a seed table; tasks and regimes are
+    drawn in the order their keys first appear."""
+    import matplotlib.pyplot as plt
+
+    from ..stats import chance_floor
+
+    tasks = list(dict.fromkeys(t for t, _ in tables))
+    regimes = list(dict.fromkeys(r for _, r in tables))
+    fig, axes = plt.subplots(len(tasks), len(regimes), figsize=figsize, sharey=True, squeeze=False)
+    for row, t in zip(axes, tasks):
+        for ax, r in zip(row, regimes):
+            seed_points(ax, tables[t, r], color=TASK_COLORS[t], chance=chance_floor(t))
+            ax.set_title(f"{t}, {r} data: step {step:,}")
+    fig.tight_layout()
+    return fig
+
+
+def length_panels(data, title: str, rows, pairs=(4, 8, 12), regimes=("finite", "fresh")):
+    """Recall accuracy against the item's length, one panel per data regime: a curve per
+    seed and the mean for each of `rows` (variants, in their colours), and the chance
+    floor, which falls with the item (1/4, 1/8, 1/12). `data` has the columns regime,
+    variant, seed, pairs and accuracy; the models were trained at 4 pairs."""
+    import matplotlib.pyplot as plt
+
+    from ..stats import chance_floor
+    from .style import variant_color
+
+    colors = {v: variant_color(v) for v in rows}
+    fig, axes = plt.subplots(1, len(regimes), figsize=(8.6, 3.6), sharey=True)
+    for ax, regime in zip(axes, regimes):
+        d = data[data.regime == regime]
+        if len(d):
+            seed_curves(ax, d, "variant", "accuracy", order=[v for v in rows if v in set(d.variant)],
+                        x="pairs", colors=colors, legend=False)
+        floor = [100 * chance_floor("recall", n) for n in pairs]
+        ax.plot(list(pairs), floor, color="#555555", lw=0.9, ls=":", label="chance (1/pairs)")
+        ax.set_xticks(list(pairs))
+        ax.set_xlabel("key/value pairs in the test item (trained at 4)")
+        ax.set_ylabel("recall accuracy (%)")
+        ax.set_ylim(-3, 103)
+        ax.set_title(f"{regime} data: {title}")
+    legend_outside(axes[-1], fontsize=8)
     fig.tight_layout()
     return fig
