@@ -119,7 +119,7 @@ def test_loss_at_stop_is_each_runs_last_evaluation():
 
 def test_km_and_loss_figures_draw_and_reject_missing_rows(committed_results):
     plotting.use_book_style()
-    runs = comparisons.runs(committed_results)
+    runs = comparisons.runs(committed_results[committed_results.seed < 10])  # the first ten seeds
     fig = plotting.km_figure(runs, ["llama", "abs_pos"], "addition", cap=4800)
     ax = fig.axes[0]
     # one step curve per variant, ending at the fraction of seeds solved

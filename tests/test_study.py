@@ -352,9 +352,11 @@ def test_sample_spreads_over_tasks_regimes_and_variants():
 # ------------------------------------------------------------ the committed study
 
 def test_committed_study_is_complete():
-    """Every run of the plan is cached and valid; the summaries cover all of them."""
-    p = plan()
+    """Every run of the plan (the first ten seeds, and the added seeds in the cache) is
+    cached and valid; the summaries cover all of them; weights are kept for the first ten."""
+    p = study.study_plan()
     runs = unique_runs(p)
+    assert len(runs) >= 390 and {r.seed for r in runs} >= set(range(10))
     missing = [r.label for r in runs if study.load_entry(study.STUDY_DIR, r) is None]
     assert not missing, f"{len(missing)} runs missing from artifacts/study, e.g. {missing[:3]}"
     df = study.load_results()
