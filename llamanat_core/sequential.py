@@ -128,13 +128,7 @@ def _first_true(f, a: int, b: int) -> int:
 
 def _last_true(f, a: int, b: int) -> int:
     """Largest k in [a, b) with f(k), for f true→false and false at b (a if none)."""
-    while b - a > 1:
-        m = (a + b) // 2
-        if f(m):
-            a = m
-        else:
-            b = m
-    return a
+    return _first_true(lambda k: not f(k), a, b) - 1
 
 
 def continues(first, *, both_at_chance: bool, margin: tuple[int, int]) -> tuple[bool, str]:

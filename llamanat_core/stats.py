@@ -424,17 +424,24 @@ def holm(pvalues) -> np.ndarray:
     powerful than plain Bonferroni. NaN (a comparison with no test) passes through and
     does not count in m.
     """
+    def adjusted(ranked: np.ndarray) -> np.ndarray:
+        m = len(ranked)
+        return np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * ranked))
+
+    return _by_rank(pvalues, adjusted)
+
+
+def _by_rank(pvalues, per_rank) -> np.ndarray:
+    """Apply `per_rank` to the p-values sorted ascending (NaN left out) and return its
+    values in the input order, NaN where the input was NaN."""
     p = np.asarray(pvalues, dtype=float)
     out = np.full(p.shape, np.nan)
     ok = ~np.isnan(p)
-    m = int(ok.sum())
-    if m == 0:
+    if not ok.any():
         return out
-    vals = p[ok]
-    order = np.argsort(vals, kind="stable")
-    adjusted = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * vals[order]))
-    sub = np.empty(m)
-    sub[order] = adjusted
+    order = np.argsort(p[ok], kind="stable")
+    sub = np.empty(int(ok.sum()))
+    sub[order] = per_rank(p[ok][order])
     out[ok] = sub
     return out
 
@@ -506,19 +513,11 @@ def holm_levels(pvalues, alpha: float = ALPHA) -> np.ndarray:
     the level that stopped it, alpha / (m − j + 1). So p <= level exactly when Holm rejects,
     and an interval at 1 − level excludes the null exactly then. NaN stays NaN, not counted.
     """
-    p = np.asarray(pvalues, dtype=float)
-    out = np.full(p.shape, np.nan)
-    ok = ~np.isnan(p)
-    m = int(ok.sum())
-    if m == 0:
-        return out
-    vals = p[ok]
-    order = np.argsort(vals, kind="stable")
-    steps = alpha / (m - np.arange(m))
-    failed = np.nonzero(vals[order] > steps)[0]
-    j = int(failed[0]) if failed.size else m
-    levels = np.where(np.arange(m) < j, steps, steps[min(j, m - 1)])
-    sub = np.empty(m)
-    sub[order] = levels
-    out[ok] = sub
-    return out
+    def levels(ranked: np.ndarray) -> np.ndarray:
+        m = len(ranked)
+        steps = alpha / (m - np.arange(m))
+        failed = np.nonzero(ranked > steps)[0]
+        j = int(failed[0]) if failed.size else m
+        return np.where(np.arange(m) < j, steps, steps[min(j, m - 1)])
+
+    return _by_rank(pvalues, levels)
