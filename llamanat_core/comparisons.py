@@ -774,3 +774,31 @@ def added_seed_arms(decisions: pd.DataFrame) -> list[tuple]:
     go = decisions[decisions.primary.astype(bool) & undecided]
     arms = {a for pair in zip(go.reference_arm, go.control_arm) for a in pair}
     return sorted(arms)
+
+
+def decision_row(decisions: pd.DataFrame, measurement: str, control: str, task: str, regime: str,
+                 metric: str) -> pd.Series:
+    """The row of `decide()` for one comparison, found by its control's name; a row the
+    decisions lack (a reader's short run may fold a family into one `not learned` line)
+    comes back with verdict `absent` and NaN numbers, so a sentence about it can say so."""
+    d = decisions
+    hit = d[(d.measurement == measurement) & (d.control == control) & (d.task == task)
+            & (d.regime == regime) & (d.metric == metric)]
+    if len(hit):
+        return hit.iloc[0]
+    return pd.Series({c: np.nan for c in d.columns} | {"metric": metric, "verdict": "absent",
+                                                         "control": control, "task": task, "regime": regime})
+
+
+def interval_agrees(row) -> bool:
+    """Does the row's interval say what its verdict says? It lies on the better side of no
+    difference (ratio 1, gap 0) exactly when the verdict is better, on the worse side exactly
+    when it is worse, and inside the margin without excluding it exactly when equivalent."""
+    ep = ENDPOINTS[row.metric]
+    null = 1.0 if ep.log else 0.0
+    above, below = row.ci_low > null, row.ci_high < null
+    better = above if ep.higher_is_better else below
+    worse = below if ep.higher_is_better else above
+    inside = row.margin_low < row.ci_low and row.ci_high < row.margin_high
+    return better == (row.verdict == "better") and worse == (row.verdict == "worse") and \
+        (inside and not (above or below)) == (row.verdict == "equivalent")

@@ -189,6 +189,18 @@ def paired_values(runs: pd.DataFrame, row, column: str) -> pd.DataFrame:
     return pd.concat({"reference": ref, "control": ctl}, axis=1, join="inner")
 
 
+def difference_sd(runs: pd.DataFrame, row, seeds) -> float:
+    """Standard deviation of one comparison's per-seed differences on `seeds`, in the
+    endpoint's scale (log ratio for speed, accuracy otherwise); NaN with fewer than two."""
+    from .comparisons import ENDPOINTS
+
+    ep = ENDPOINTS[row.metric]
+    p = paired_values(runs, row, ep.column)
+    p = p[p.index.isin(seeds)]
+    diff = np.log(p.control / p.reference) if ep.log else p.control - p.reference
+    return float(np.std(diff, ddof=1)) if len(diff) > 1 else math.nan
+
+
 # ---------------------------------------------------------------- forest of the primary endpoints
 
 def _scale(metric: str):
@@ -448,4 +460,4 @@ def inversion_figure(shifts, pvalues, level: float, interval: tuple[float, float
 __all__ = ["inversion_figure", "chapter_decisions", "decision_table", "decision_counts",
            "decision_effect_text", "signed", "row_label", "decision_forest", "forest_axes",
            "panel_limits", "ratio_ticks", "plain", "share_solved", "solve_curves_figure",
-           "seed_strip_figure", "is_pending", "arm_values", "paired_values", "MINUS"]
+           "seed_strip_figure", "is_pending", "arm_values", "paired_values", "difference_sd", "MINUS"]

@@ -521,3 +521,11 @@ def holm_levels(pvalues, alpha: float = ALPHA) -> np.ndarray:
         return np.where(np.arange(m) < j, steps, steps[min(j, m - 1)])
 
     return _by_rank(pvalues, levels)
+
+
+def tost_power(margin: float, sd: float, n: int, alpha: float = ALPHA) -> float:
+    """Power of two one-sided tests at `alpha` each to show equivalence within ±`margin`
+    when the true difference is 0 and the paired differences have standard deviation `sd`
+    over `n` seeds (the normal approximation): 2 Φ(margin √n / sd − z_(1−alpha)) − 1, or 0."""
+    z = margin * math.sqrt(n) / sd - scipy.stats.norm.isf(alpha)
+    return max(0.0, 2 * float(scipy.stats.norm.cdf(z)) - 1)

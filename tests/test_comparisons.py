@@ -540,3 +540,15 @@ def test_added_seed_plan_follows_the_rule(decided):
     assert {arm(r) for r in runs} == set(arms) and not ({arm(r) for r in runs} & only_there)
     assert all(10 <= r.seed < 40 and not r.keeps_weights for r in runs)
     assert len(runs) == 30 * len(arms)
+
+
+def test_decision_row_and_interval_agreement(decided):
+    row = comparisons.decision_row(decided, "matrix", "abs_pos", "addition", "finite", "speed")
+    assert row.verdict == "better" and comparisons.interval_agrees(row)
+    absent = comparisons.decision_row(decided, "matrix", "wide_ff", "addition", "finite", "speed")
+    assert absent.verdict == "absent" and np.isnan(absent.effect)
+    # an interval that excludes no difference under an `undecided` verdict disagrees
+    for wrong in ("undecided", "equivalent", "worse"):
+        lying = row.copy()
+        lying["verdict"] = wrong
+        assert not comparisons.interval_agrees(lying)

@@ -186,3 +186,16 @@ def test_committed_study_rows_have_intervals_inside_their_panels():
         assert all(lo < seg[:, 0].min() and seg[:, 0].max() < hi for seg in _bars(ax))
     plt.close(fig)
     assert (dfig.decision_table(d)["effect [interval]"].str.contains("-")).sum() == 0
+
+
+def test_difference_sd_is_the_spread_of_the_per_seed_differences():
+    import types
+
+    runs = pd.DataFrame({"run": list("abcdef"), "task": "recall", "variant": ["llama"] * 3 + ["x"] * 3,
+                         "regime": "finite", "seed": [0, 1, 2] * 2, "answer": "name", "rope_theta": 10_000.0,
+                         "stop_acc_8": [0.5, 0.5, 0.5, 0.6, 0.7, 0.9]})
+    row = types.SimpleNamespace(metric="length_8",
+                                reference_arm=("recall", "llama", "finite", 10_000.0, "name"),
+                                control_arm=("recall", "x", "finite", 10_000.0, "name"))
+    assert dfig.difference_sd(runs, row, seeds=[0, 1, 2]) == pytest.approx(np.std([0.1, 0.2, 0.4], ddof=1))
+    assert np.isnan(dfig.difference_sd(runs, row, seeds=[0]))

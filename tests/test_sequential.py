@@ -98,3 +98,11 @@ def test_the_rule_sends_on_only_what_can_still_be_decided():
     tight = np.array([1, -1, 0, 1, 0, -1, 1, 0, 0, -1])
     assert sequential.continues(tight, both_at_chance=False, margin=(-30, 30)) == \
         (False, "equivalent on the first 10 seeds")
+
+
+def test_tost_power():
+    # margin three standard errors past the one-sided critical value at 40 seeds: 2 Φ(z) − 1
+    z = 0.15 * math.sqrt(40) / 0.3 - 1.6448536269514722
+    assert stats.tost_power(0.15, 0.3, 40) == pytest.approx(2 * 0.5 * (1 + math.erf(z / math.sqrt(2))) - 1)
+    assert stats.tost_power(0.01, 1.0, 4) == 0.0  # out of reach: no power, never negative
+    assert stats.tost_power(0.15, 0.3, 40) > stats.tost_power(0.15, 0.3, 10)
