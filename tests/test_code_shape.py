@@ -1,0 +1,58 @@
+"""The code stays the shape a reader can open: no function over a screen, no logic in chapters."""
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MAX_FUNCTION_LINES = 60
+MAX_CHAPTER_FUNCTION_BODY = 4
+
+
+def long_functions(paths) -> list[str]:
+    out = []
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    out.append(f"{path.name}:{node.lineno} {node.name} ({lines} lines)")
+    return out
+
+
+def chapter_functions(text: str) -> list[tuple[str, int]]:
+    """(name, non-blank body lines) of every function a chapter source defines."""
+    lines = text.split("\n")
+    out = []
+    for i, line in enumerate(lines):
+        m = re.match(r"^(\s*)def (\w+)", line)
+        if not m:
+            continue
+        indent, j = len(m.group(1)), i + 1
+        while j < len(lines) and (not lines[j].strip() or len(lines[j]) - len(lines[j].lstrip()) > indent):
+            j += 1
+        body = [b for b in lines[i + 1:j] if b.strip() and not b.strip().startswith("```")]
+        out.append((m.group(2), len(body)))
+    return out
+
+
+def test_no_function_over_sixty_lines():
+    paths = sorted((ROOT / "llamanat_core").rglob("*.py")) + sorted((ROOT / "benchmarks").glob("*.py"))
+    assert len(paths) > 20
+    assert not long_functions(paths)
+
+
+def test_the_check_sees_a_long_function(tmp_path):
+    body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES))
+    (tmp_path / "long.py").write_text(f"def long():\n{body}\n\n\ndef short():\n    return 1\n")
+    assert long_functions([tmp_path / "long.py"]) == [f"long.py:1 long ({MAX_FUNCTION_LINES + 1} lines)"]
+
+
+def test_chapters_define_no_logic():
+    """A chapter may bind a one-line helper; anything longer lives in the package, tested."""
+    sizes = {f"{p.stem}.{name}": n for p in sorted((ROOT / "chapters").glob("*.md"))
+             for name, n in chapter_functions(p.read_text())}
+    assert sizes, "the scan found no function at all: it is broken"
+    assert {k: n for k, n in sizes.items() if n > MAX_CHAPTER_FUNCTION_BODY} == {}
+    assert chapter_functions("def f(x):\n    a = 1\n\n    return a\nprint(1)") == [("f", 2)]
