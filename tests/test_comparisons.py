@@ -93,9 +93,9 @@ def test_verdict_counts_sum_to_every_comparison(committed_verdicts):
     assert list(counts.index) == ["finite", "fresh"]
 
 
-def test_solve_table_counts_solved_runs(committed_results):
-    table = comparisons.solve_table(committed_results, ["llama", "abs_pos"], tasks=["recall"])
-    runs = comparisons.runs(committed_results)
+def test_solve_table_counts_solved_runs(first_ten_results):
+    table = comparisons.solve_table(first_ten_results, ["llama", "abs_pos"], tasks=["recall"])
+    runs = comparisons.runs(first_ten_results)
     for (task, regime, variant), row in table.iterrows():
         g = comparisons.variant_rows(runs, variant, task, regime)
         assert row.n == len(g) == 10
@@ -105,7 +105,7 @@ def test_solve_table_counts_solved_runs(committed_results):
         assert (k, n) == (row.k, row.n) and isinstance(k, int) and isinstance(median, float)
         assert median == row["median"] or (math.isinf(median) and k <= n / 2)
     with pytest.raises(ValueError, match="no runs"):
-        comparisons.solve_table(committed_results, ["wide_ff"])
+        comparisons.solve_table(first_ten_results, ["wide_ff"])
 
 
 def test_loss_at_stop_is_each_runs_last_evaluation():
@@ -146,11 +146,11 @@ def test_largest_gap_is_each_runs_worst_evaluation():
     assert (gaps.set_index("run").max_gap >= last.reindex(gaps.run).to_numpy() - 1e-12).all()
 
 
-def test_solve_rows_and_panels_for_rows_other_than_a_variant(committed_results):
+def test_solve_rows_and_panels_for_rows_other_than_a_variant(first_ten_results):
     """The sweep's bases (rows that are not a variant's reference configuration): counts
     as in the runs, one KM curve per row, an empty row or panel refused."""
-    runs = comparisons.runs(committed_results)
-    sweep = runs[runs.run.isin(committed_results[committed_results.measurement == "sweep"].run)]
+    runs = comparisons.runs(first_ten_results)
+    sweep = runs[runs.run.isin(first_ten_results[first_ten_results.measurement == "sweep"].run)]
     groups = {f"base {t:,.0f}": sweep[np.isclose(sweep.rope_theta, t)] for t in (10.0, 10_000.0)}
     table = comparisons.solve_rows(groups, index_name="base")
     for label, g in groups.items():

@@ -14,18 +14,18 @@ matplotlib.use("Agg")
 
 
 @pytest.fixture(scope="module")
-def recall_seeds(committed_results):
-    return {v: mechanism.pick_seeds(committed_results, v, "recall") for v in ("llama", "abs_pos")}
+def recall_seeds(first_ten_results):
+    return {v: mechanism.pick_seeds(first_ten_results, v, "recall") for v in ("llama", "abs_pos")}
 
 
 # ---------------------------------------------------------------- loading
 
 
-def test_load_trained_gives_the_committed_run_at_its_stop(committed_results):
+def test_load_trained_gives_the_committed_run_at_its_stop(first_ten_results):
     model, step = mechanism.load_trained("llama", "recall", 1)
     assert not model.training
     assert isinstance(model, TinyLlama) and model.cfg == variant_config("llama")
-    r = committed_results
+    r = first_ten_results
     row = r[(r.measurement == "matrix") & (r.regime == "finite") & (r.variant == "llama")
             & (r.task == "recall") & (r.seed == 1)]
     assert step == int(row.stop_step.iloc[0]) != 1200  # seed 1 ran past the floor: a real check
@@ -146,9 +146,9 @@ def test_pick_seeds_takes_the_smallest_of_the_kept_runs():
     assert mechanism.pick_seeds(df, "llama", "addition") == (None, None)
 
 
-def test_pick_seeds_on_the_committed_study(committed_results, recall_seeds):
+def test_pick_seeds_on_the_committed_study(first_ten_results, recall_seeds):
     assert recall_seeds == {"llama": (0, 4), "abs_pos": (2, 0)}
-    assert mechanism.pick_seeds(committed_results, "llama", "addition") == (0, 9)  # seed 9 alone unsolved
+    assert mechanism.pick_seeds(first_ten_results, "llama", "addition") == (0, 9)  # seed 9 alone unsolved
 
 
 def queried_and_best_other_value(model, seed, n_pairs=4):
@@ -206,8 +206,8 @@ def test_at_twelve_pairs_rope_still_finds_the_value_and_the_learned_table_does_n
 
 
 @pytest.mark.parametrize("variant", ["llama", "abs_pos"])
-def test_each_sum_digit_reads_its_own_column(committed_results, variant):
-    seed = mechanism.pick_seeds(committed_results, variant, "addition").solved
+def test_each_sum_digit_reads_its_own_column(first_ten_results, variant):
+    seed = mechanism.pick_seeds(first_ten_results, variant, "addition").solved
     df = mechanism.addition_attention(mechanism.load_trained(variant, "addition", seed)[0], seed)
     np.testing.assert_allclose(df.groupby(["layer", "head", "target"]).mass.sum(), 1.0, atol=1e-5)
     assert (df.mass > -1e-6).all()

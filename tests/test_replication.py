@@ -96,20 +96,20 @@ def test_the_committed_study_replicates_what_the_chapter_says(committed_results,
     assert table.loc["(a)", "verdicts"] == "finite: better, better; fresh: better, better"
 
 
-def test_our_numbers_are_the_study_rows(committed_results):
-    vals = replication.seed_values(committed_results, "abs_pos", "addition", "finite")
+def test_our_numbers_are_the_study_rows(first_ten_results):
+    vals = replication.seed_values(first_ten_results, "abs_pos", "addition", "finite")
     assert len(vals) == 10 and list(vals.index) == list(range(10))
     # the fixed checkpoint is the row flagged `final`; an explicit step picks that row
-    assert vals.equals(replication.seed_values(committed_results, "abs_pos", "addition", "finite", step=1200))
-    assert replication.seed_values(committed_results, "abs_pos", "addition", "finite", step=7).empty
+    assert vals.equals(replication.seed_values(first_ten_results, "abs_pos", "addition", "finite", step=1200))
+    assert replication.seed_values(first_ten_results, "abs_pos", "addition", "finite", step=7).empty
     assert replication.mean_sd(pd.Series([0.5, 1.0])) == "0.750 ± 0.250"
     assert replication.mean_sd(pd.Series([], dtype=float)) == "–"
     llama = {"variant": "llama", "task": "recall"}
-    k, n = replication.paired_below(committed_results, {**llama, "theta": 10.0}, llama, "finite")
-    a = replication.seed_values(committed_results, "llama", "recall", "finite", theta=10.0)
-    b = replication.seed_values(committed_results, "llama", "recall", "finite")
+    k, n = replication.paired_below(first_ten_results, {**llama, "theta": 10.0}, llama, "finite")
+    a = replication.seed_values(first_ten_results, "llama", "recall", "finite", theta=10.0)
+    b = replication.seed_values(first_ten_results, "llama", "recall", "finite")
     assert (k, n) == (int((a < b).sum()), 10)
-    d = replication.paired_mean_difference(committed_results, {**llama, "theta": 10.0}, llama, "finite")
+    d = replication.paired_mean_difference(first_ten_results, {**llama, "theta": 10.0}, llama, "finite")
     assert math.isclose(d, float((a - b).mean()))
     with pytest.raises(ValueError, match="unknown finding"):
-        replication.our_numbers(committed_results, "z")
+        replication.our_numbers(first_ten_results, "z")
