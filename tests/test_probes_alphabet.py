@@ -176,3 +176,15 @@ def test_every_committed_checkpoint_scores_its_runs_recorded_accuracy():
                 b = run.budget
                 test = task.splits(b.n_train, b.n_val, b.n_test).test
                 assert score(model, task, test) == recorded[run.key], run.label
+
+
+def test_queried_mass_is_the_best_heads_share_of_the_queried_value():
+    from llamanat_core import TinyLlama, variant_config
+    from llamanat_core.mechanism import recall_attention
+    from llamanat_core.probes.alphabet import queried_mass
+
+    model = TinyLlama(variant_config("llama"), seed=0).eval()
+    a = recall_attention(model, 0)
+    best = queried_mass(model, 0)
+    assert 0.0 < best <= 1.0
+    assert best == float(a[a.role == "queried value"].mass.max())

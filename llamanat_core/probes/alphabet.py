@@ -165,3 +165,13 @@ def scored_items(seed: int, answer: str, n_pairs: int = 4, budget: Budget = Budg
     longer = None if n_pairs == 4 else n_pairs
     data = run_splits(TaskSpec("recall", 4, answer), seed, budget, longer)[1].test
     return data.prompt, data.answer[:, 0]
+
+
+def queried_mass(model, seed: int) -> float:
+    """The strongest head's attention mass on the queried value, seen from the position
+    that predicts the answer (averaged over the seed's validation items): how far a model
+    has built the lookup, as one number per model."""
+    from ..mechanism import recall_attention
+
+    a = recall_attention(model, seed)
+    return float(a[a.role == "queried value"].mass.max())
