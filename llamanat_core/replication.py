@@ -6,9 +6,12 @@ findings, lettered (a) to (e) here. The numbers below are transcribed from it, n
 else: each is a named constant that says which finding it belongs to, so the closing
 chapter can cite it (and glue it: a published number is still a number in the prose).
 
-Each finding is tested by comparisons the study already decides (`comparisons.verdicts`, whole
-study, Holm within each family); `replication_table` reads those verdicts, it never
-re-tests. What "replicates" means is fixed here, in advance (`replicates`):
+Each finding is tested by comparisons the study already decides (`comparisons.decide`, whole
+study, Holm within each family); `replication_table` reads those decisions, it never
+re-tests. The published study compared rows at its last checkpoint, 1,200 steps, so a
+finding about in-domain accuracy is tested on the study's accuracy at 1,200 steps (a
+secondary endpoint, first ten seeds) beside its speed of learning; a finding about longer
+recall items on the length endpoints. What "replicates" means is fixed here, in advance (`replicates`):
 
 - ``yes``: in every regime the study trains the finding's comparisons in, at least one of
   them is decided in the published direction and none against it;
@@ -24,8 +27,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-
-from .comparisons import metric_base
 
 STUDY = "llama-anatomy"
 YEAR = 2026
@@ -89,12 +90,12 @@ PUBLISHED = {name: value for name, value in globals().items() if isinstance(valu
 
 @dataclass(frozen=True)
 class VerdictRef:
-    """One comparison the study decides: a row of `comparisons.verdicts` (all regimes of it)."""
+    """One comparison the study decides: a row of `comparisons.decide` (all regimes of it)."""
 
     measurement: str
     control: str
     task: str
-    metric: str  # base name: time_to_solve, test_acc, test_acc_8, test_acc_12
+    metric: str  # an endpoint of comparisons.ENDPOINTS: speed, length_8, length_12, test_acc@1200
 
 
 @dataclass(frozen=True)
@@ -113,28 +114,28 @@ class Finding:
 
 FINDINGS = (
     Finding("a", "a", "in domain, abs_pos fits addition fastest",
-            (VerdictRef("matrix", "abs_pos", "addition", "time_to_solve"),
-             VerdictRef("matrix", "abs_pos", "addition", "test_acc")),
+            (VerdictRef("matrix", "abs_pos", "addition", "speed"),
+             VerdictRef("matrix", "abs_pos", "addition", "test_acc@1200")),
             frozenset({"better"}), frozenset({"worse", "equivalent"})),
     Finding("b", "b", "trained at 4 pairs, llama holds at 8 and 12 pairs while abs_pos falls",
-            (VerdictRef("length", "abs_pos", "recall", "test_acc_8"),
-             VerdictRef("length", "abs_pos", "recall", "test_acc_12")),
+            (VerdictRef("length", "abs_pos", "recall", "length_8"),
+             VerdictRef("length", "abs_pos", "recall", "length_12")),
             frozenset({"worse"}), frozenset({"better", "equivalent"})),
     Finding("c", "c", "the GELU MLP never leaves the floor on recall",
-            (VerdictRef("matrix", "gelu_mlp", "recall", "time_to_solve"),
-             VerdictRef("matrix", "gelu_mlp", "recall", "test_acc")),
+            (VerdictRef("matrix", "gelu_mlp", "recall", "speed"),
+             VerdictRef("matrix", "gelu_mlp", "recall", "test_acc@1200")),
             frozenset({"worse"}), frozenset({"better", "equivalent"})),
     Finding("d base 10", "d", "rotation base 10 lands below 10,000 in domain",
-            (VerdictRef("sweep", "rope_theta=10", "recall", "time_to_solve"),
-             VerdictRef("sweep", "rope_theta=10", "recall", "test_acc")),
+            (VerdictRef("sweep", "rope_theta=10", "recall", "speed"),
+             VerdictRef("sweep", "rope_theta=10", "recall", "test_acc@1200")),
             frozenset({"worse"}), frozenset({"better", "equivalent"})),
     Finding("d base 1,000,000", "d", "rotation base 1,000,000 is no lead over 10,000",
-            (VerdictRef("sweep", "rope_theta=1,000,000", "recall", "time_to_solve"),
-             VerdictRef("sweep", "rope_theta=1,000,000", "recall", "test_acc")),
+            (VerdictRef("sweep", "rope_theta=1,000,000", "recall", "speed"),
+             VerdictRef("sweep", "rope_theta=1,000,000", "recall", "test_acc@1200")),
             frozenset({"worse", "equivalent"}), frozenset({"better"})),
     Finding("e copy", "e", "copying the value falls short of naming it",
-            (VerdictRef("alphabet", "llama copy", "recall", "time_to_solve"),
-             VerdictRef("alphabet", "llama copy", "recall", "test_acc")),
+            (VerdictRef("alphabet", "llama copy", "recall", "speed"),
+             VerdictRef("alphabet", "llama copy", "recall", "test_acc@1200")),
             frozenset({"worse"}), frozenset({"better", "equivalent"})),
     Finding("e untied", "e", "untying the embeddings moves copy the wrong way",
             (), frozenset(), frozenset(),
@@ -158,7 +159,7 @@ def finding_rows(v: pd.DataFrame, finding: Finding) -> pd.DataFrame:
     keep = pd.Series(False, index=v.index)
     for t in finding.tests:
         keep |= ((v.measurement == t.measurement) & (v.control == t.control) & (v.task == t.task)
-                 & (v.metric.map(metric_base) == t.metric))
+                 & (v.metric == t.metric))
     return v[keep]
 
 
@@ -299,19 +300,18 @@ def published_text(key: str) -> str:
 
 
 def _verdict_text(rows: pd.DataFrame, finding: Finding) -> tuple[str, str]:
-    """The finding's tests ('abs_pos vs llama, time to solve (log-rank)') and their verdicts
-    per regime, in the order of the tests."""
-    from .comparisons import METRIC_LABELS, TEST_NAMES
+    """The finding's tests ('abs_pos vs llama: speed, accuracy at 1,200 steps') and their
+    verdicts per regime, in the order of the tests."""
+    from .decision_figures import METRIC_TITLES
 
     if rows.empty:
         return finding.no_test or "no comparison of the study tests it", "–"
     by_comparison: dict[str, list[str]] = {}
     for t in finding.tests:
-        own = rows[(rows.control == t.control) & (rows.metric.map(metric_base) == t.metric)]
+        own = rows[(rows.control == t.control) & (rows.metric == t.metric)]
         if len(own):
-            test = own.test.iloc[0]
             by_comparison.setdefault(f"{t.control} vs {own.reference.iloc[0]}", []).append(
-                f"{METRIC_LABELS.get(t.metric, t.metric)} ({TEST_NAMES.get(test, test)})")
+                METRIC_TITLES.get(t.metric, t.metric))
     tests = [f"{c}: {', '.join(metrics)}" for c, metrics in by_comparison.items()]
     verdicts = [f"{regime}: " + ", ".join(g.verdict) for regime, g in rows.groupby("regime", sort=True)]
     return "; ".join(tests), "; ".join(verdicts)
@@ -320,7 +320,7 @@ def _verdict_text(rows: pd.DataFrame, finding: Finding) -> tuple[str, str]:
 def replication_table(results: pd.DataFrame, v: pd.DataFrame) -> pd.DataFrame:
     """One row per published finding: the published number, ours (per regime), the study's
     test(s), their verdicts per regime (in the order of the tests), and whether it
-    replicates. `v` is `comparisons.study_verdicts(results)` of the whole study."""
+    replicates. `v` is `comparisons.decide(results)` of the whole study."""
     out = []
     for f in FINDINGS:
         rows = finding_rows(v, f)

@@ -149,6 +149,14 @@ def committed_verdicts(committed_results):
     return comparisons.study_verdicts(committed_results)
 
 
+@pytest.fixture(scope="session")
+def committed_decisions(committed_results):
+    """`comparisons.decide` of the committed study (every seed it holds), computed once."""
+    from llamanat_core import comparisons
+
+    return comparisons.decide(committed_results)
+
+
 @pytest.fixture(autouse=True)
 def _claims_fail_by_default():
     """A chapter's parameter check marks the process as a reader's run (its claims warn);

@@ -114,3 +114,16 @@ def test_prose_words_count_glued_numbers_as_one_word_and_skip_directives():
     nb = jupytext.reads("Two words {glue:text}`x_y`.\n\n```{literalinclude} a.py\n:pyobject: f\n```\n",
                         fmt="md:myst")
     assert prose_words(nb) == 3
+
+
+def test_the_shape_benchmark_counts_what_a_chapter_holds():
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import book_shape
+
+    methods = book_shape.row(ROOT / "chapters" / "methods.md")
+    text = (ROOT / "chapters" / "methods.md").read_text()
+    assert methods["exercises"] == len(re.findall(r"^### Exercise \d", text, re.M)) >= 3
+    assert methods["lines"] == len(text.splitlines()) and methods["words"] > 1_000
+    assert methods["figures"] >= 1 and methods["in view"] == text.count(":pyobject:")
