@@ -513,12 +513,15 @@ def test_method_page_states_the_budget_of_the_code():
     for value in (f"{b.steps:,}", f"{b.n_train:,}", f"{b.n_test:,}", f"batches of {b.batch_size}",
                   f"clipped at {b.clip:g}", *(f"{c:,}" for c in b.checkpoints)):
         assert value in text, f"book/method.md does not state {value!r} from Budget()"
-    from llamanat_core import stats
+    import math
+
+    from llamanat_core import comparisons, sequential
 
     assert f"at least {b.solve_at:.2f} for three" in text and b.solved_evals == 3
-    assert f"inside {stats.RATIO_BOUNDS[0]:g}–{stats.RATIO_BOUNDS[1]:g}" in text
-    assert f"p below {stats.ALPHA:g} after Holm" in text
-    assert f"{stats.min_sign_flip_p(10):.3f}" in text and f"{stats.ALPHA / 7:.4f}" in text
+    speed = comparisons.SPEED.margin
+    assert f"ratio {math.exp(-speed):g}–{math.exp(speed):g} for" in text
+    assert comparisons.LENGTH_8.margin == comparisons.LENGTH_12.margin == 0.15 and "fifteen points" in text
+    assert len(sequential.FIRST_SEEDS) == 10 and len(sequential.ADDED_SEEDS) == 30 and "thirty more" in text
     lr = re.search(r"learning rate `([^`]+)`", text)
     assert lr and float(lr.group(1)) == b.lr, "book/method.md states another learning rate"
 
