@@ -680,7 +680,7 @@ def _one_comparison(pair: pd.DataFrame, ep: Endpoint, task: str) -> dict:
             "_pending": (not ep.first_seeds_only) and pending,
             "prob_better": score / len(used) if len(used) else math.nan, "prob_better_low": low,
             "prob_better_high": high, "_first": first, "_added": added, "_bounds": _bounds(ep, pair),
-            "_mean": float(d_all.mean()), "_sd": float(d_all.std(ddof=1)) if len(d_all) > 1 else math.nan,
+            "_sd": float(d_all.std(ddof=1)) if len(d_all) > 1 else math.nan,
             "test": FIXED_TEST if ep.first_seeds_only else DESIGN_TEST}
 
 
@@ -688,6 +688,7 @@ def _finish(row: dict, ep: Endpoint) -> dict:
     """The interval at the row's Holm level, and the verdict read off it."""
 
     lo, hi = sequential.interval(row["_first"], row["_added"], row["level"], row["_bounds"])
+    centre = sequential.estimate(row["_first"], row["_added"], row["_bounds"], (lo, hi))
     m = ep.margin / ep.unit
     if row["both_at_chance"]:
         verdict = "both at chance"
@@ -701,8 +702,8 @@ def _finish(row: dict, ep: Endpoint) -> dict:
     scale = (lambda k: math.exp(k * ep.unit)) if ep.log else (lambda k: k * ep.unit)
     needed = math.nan
     if verdict == "undecided":
-        needed = stats.seeds_for_power(row["_mean"], row["_sd"], row["level"])
-    return {"effect": scale(row["_mean"] / ep.unit), "ci_low": scale(lo), "ci_high": scale(hi),
+        needed = stats.seeds_for_power(centre * ep.unit, row["_sd"], row["level"])
+    return {"effect": scale(centre), "ci_low": scale(lo), "ci_high": scale(hi),
             "margin_low": scale(-m), "margin_high": scale(m), "verdict": verdict, "seeds_needed": needed}
 
 
@@ -715,10 +716,11 @@ def decide(results: pd.DataFrame, reference: str = "llama") -> pd.DataFrame:
     level it is tested at (`level`); the interval of the effect inverted from the same test
     at that level; and the verdict read off the interval (`better`/`worse` when it excludes
     no difference, `equivalent` when it lies inside the margin, `both at chance`,
-    `undecided`). Speed effects are ratios control / reference of the restricted time to
-    solve (geometric means over seeds; below 1 the control learns sooner), accuracy effects
-    differences. `prob_better` is the chance the control beats the reference on a new seed
-    (ties half) with a Wilson interval; `seeds_needed` the seeds per arm for 80 % power at
+    `undecided`). The effect is the test's median-unbiased estimate (`sequential.estimate`,
+    inside its interval): for speed a ratio control / reference of the restricted time to
+    solve (below 1 the control learns sooner), for accuracy a difference. `prob_better` is
+    the chance the control beats the reference on a new seed (ties half), with a Wilson
+    interval; `seeds_needed` the seeds per arm for 80 % power at
     the observed effect, for an undecided row. A family in which every row is at chance is
     one row, verdict `not learned`.
     """

@@ -115,6 +115,22 @@ def interval(first, added, level: float, bounds: tuple[int, int]) -> tuple[int, 
     return lo, hi
 
 
+def estimate(first, added, bounds: tuple[int, int], interval_: tuple[int, int]) -> float:
+    """The median-unbiased estimate of the shift: where the design's two one-sided tails
+    balance (the shift every interval of the same test is centred on, so it lies inside
+    each of them; a plain mean of skewed, two-stage differences need not). On the integer
+    grid that is between the last shift with P(above) < P(below) and the next one, so the
+    estimate is their midpoint, kept within `interval_`."""
+    lo_b, hi_b = bounds
+
+    def balanced(k):
+        up, down = stagewise_tails(_shifted(first, k), _shifted(added, k))
+        return up >= down
+
+    k1 = lo_b if balanced(lo_b) else _first_true(balanced, lo_b, hi_b)
+    return float(min(max(k1 - 0.5, interval_[0]), interval_[1]))
+
+
 def _first_true(f, a: int, b: int) -> int:
     """Smallest k in (a, b] with f(k), for f false at a and monotone false→true (b if none)."""
     while b - a > 1:

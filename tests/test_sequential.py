@@ -89,6 +89,27 @@ def test_the_interval_agrees_with_the_test():
         assert (-margin < lo and hi < margin) == tost
 
 
+def test_the_estimate_is_where_the_tails_balance_and_inside_every_interval():
+    # symmetric differences: the centre is their centre
+    symmetric = np.array([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]) - 5
+    assert sequential.estimate(symmetric, None, (-50, 50), (-50, 50)) == 0.5
+    rng = np.random.default_rng(3)
+    for _ in range(40):
+        # skewed like the study: most seeds near 0, some one large lump of one sign
+        first = np.where(rng.random(10) < 0.3, rng.integers(60, 120, 10), rng.integers(-5, 6, 10))
+        added = np.where(rng.random(30) < 0.3, rng.integers(60, 120, 30), rng.integers(-5, 6, 30))
+        free = sequential.estimate(first, added, (-200, 200), (-200, 200))
+        k = int(free + 0.5)  # the first shift at which the upper tail is at least the lower
+        up, down = sequential.stagewise_tails(first - k, added - k)
+        up_before, down_before = sequential.stagewise_tails(first - k + 1, added - k + 1)
+        assert up >= down and up_before < down_before
+        for level in (0.005, 0.05):
+            lo, hi = sequential.interval(first, added, level, (-200, 200))
+            # the balance point lies between two grid shifts, each inside the interval
+            assert lo - 0.5 <= free <= hi + 0.5
+            assert sequential.estimate(first, added, (-200, 200), (lo, hi)) == min(max(free, lo), hi)
+
+
 def test_the_rule_sends_on_only_what_can_still_be_decided():
     noisy = np.array([30, -20, 10, -5, 25, -30, 0, 15, -10, 5])
     assert sequential.continues(noisy, both_at_chance=False, margin=(-10, 10))[0]
