@@ -142,14 +142,6 @@ def first_ten_results(committed_results):
 
 
 @pytest.fixture(scope="session")
-def committed_verdicts(committed_results):
-    """`comparisons.verdicts` of the committed study, computed once."""
-    from llamanat_core import comparisons
-
-    return comparisons.study_verdicts(committed_results)
-
-
-@pytest.fixture(scope="session")
 def committed_decisions(committed_results):
     """`comparisons.decide` of the committed study (every seed it holds), computed once."""
     from llamanat_core import comparisons
