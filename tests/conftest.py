@@ -134,8 +134,8 @@ def committed_results():
 
 @pytest.fixture(scope="session")
 def first_ten_results(committed_results):
-    """The committed study's first ten seeds: what the second edition's tables are about
-    (the seeds added later belong to the two-stage decisions)."""
+    """The committed study's first ten seeds: the rows the mechanism and replication tests
+    read (the seeds added later belong to the two-stage decisions)."""
     from llamanat_core.study import SEEDS
 
     return committed_results[committed_results.seed.isin(SEEDS)].reset_index(drop=True)
