@@ -7,9 +7,9 @@ Another CPU rounds differently from the first step (`llamanat verify` checks tha
 difference stays rounding-sized early on); after a few hundred steps two such runs are
 different trajectories from the same seed, data and code. Whether a seed escapes its
 plateau can then differ, and with it a time to solve. This compares, run for run, whether
-each solved and when, and then every verdict (`comparisons.verdicts` and `comparisons.decide`
-on the first ten seeds): a decision that flips
-between two CPUs rests on rounding, not on the mechanism.
+each solved and when, and then every decision of `comparisons.decide` (paired exact
+sign-flip tests; on the first ten seeds, the stage-1 rule): a decision that flips between
+two CPUs rests on rounding, not on the mechanism.
 """
 from __future__ import annotations
 
@@ -71,10 +71,8 @@ def main() -> None:
         print(f"  {task:8s} {regime:6s}: solved-or-not agrees in {agree} of {agree + differ} runs")
 
     fa, fb = frame(p, ours), frame(p, theirs)
-    procedures = (("verdicts (second edition: log-rank, bootstrap)", comparisons.verdicts),
-                  ("decisions on seeds 0-9 (paired exact tests; the stage-1 rule)", comparisons.decide))
-    for title, decide in procedures:
-        compare_verdicts(title, decide(fa), decide(fb))
+    compare_verdicts("decisions on seeds 0-9 (paired exact tests; the stage-1 rule)",
+                     comparisons.decide(fa), comparisons.decide(fb))
 
 
 def compare_verdicts(title: str, va, vb) -> None:

@@ -14,8 +14,7 @@ Figures, drawn with the book's style and colour-blind-safe palette (`llamanat_co
   panel (the reference and one control); the time is capped, so every run is observed;
 - `seed_strip_figure`: per-seed values of a few comparisons, each seed's two runs joined.
 
-Where `comparisons` or `plotting` has a namesake for the second edition's verdicts
-(`forest_figure`, `verdict_counts`, `effect_text`), the name here starts with `decision_`.
+The verdict colours are `plotting.VERDICT_COLORS`, with `not learned` added here.
 """
 from __future__ import annotations
 

@@ -210,18 +210,8 @@ def range_text(values, digits: int = 2, thousands: bool = False) -> str:
     return lo if lo == hi else f"{lo} to {hi}"
 
 
-# ---------------------------------------------------------------- steps and ranges in prose
-# Shared by the chapters: one treatment of a missing or infinite value everywhere.
-
-def steps_text(x: float) -> str:
-    """A number of steps for prose and tables: '1,300'. An infinite one is 'never' (a
-    Kaplan–Meier median when fewer than half the seeds solve by the cap, a plateau that is
-    never left); NaN is '–' (nothing to measure, e.g. a row with no solved seed)."""
-    x = float(x)
-    if math.isinf(x):
-        return "never"
-    return "–" if math.isnan(x) else f"{x:,.0f}"
-
+# ---------------------------------------------------------------- ranges in prose
+# Shared by the chapters: one treatment of a missing value everywhere.
 
 def span(values, digits: int = 2, percent: bool = False) -> str:
     """The range of some values for prose, joined by an en dash: '0.12–0.40'; one number

@@ -134,19 +134,11 @@ def committed_results():
 
 @pytest.fixture(scope="session")
 def first_ten_results(committed_results):
-    """The committed study's first ten seeds: what the second edition's tables are about
-    (the seeds added later belong to the two-stage decisions)."""
+    """The committed study's first ten seeds: the rows the mechanism and replication tests
+    read (the seeds added later belong to the two-stage decisions)."""
     from llamanat_core.study import SEEDS
 
     return committed_results[committed_results.seed.isin(SEEDS)].reset_index(drop=True)
-
-
-@pytest.fixture(scope="session")
-def committed_verdicts(committed_results):
-    """`comparisons.verdicts` of the committed study, computed once."""
-    from llamanat_core import comparisons
-
-    return comparisons.study_verdicts(committed_results)
 
 
 @pytest.fixture(scope="session")

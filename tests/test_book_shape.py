@@ -2,8 +2,8 @@
 exercises whose worked solutions execute (so nbval keeps them true).
 
 Shape: at most 700 source lines and about 2,500 words of prose; no edition history inside
-a chapter (that lives on the "What changed" page); the study's apparatus (verdict tables,
-survival panels, solve and per-seed tables) only in the results chapter; and a last
+a chapter (that lives on the "What changed" page); the study's apparatus (decision tables,
+solve curves, per-seed strips and tables) only in the results chapter; and a last
 section `## Exercises` with three to five `### Exercise N (kind): title` subsections, at
 least one of kind *predict*, each followed by its solution: a code cell tagged
 `hide-cell` (collapsed in the book) that ends in an assertion.
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SOURCES = sorted((ROOT / "chapters").glob("*.md"))
 MAX_LINES, MAX_WORDS = 700, 2_600
 EXERCISE = re.compile(r"^### Exercise (\d+) \((predict|change|derive|extend|explain)\): \S")
-APPARATUS = ("verdict_table(", "km_figure(", "solve_table(", "seed_table(", "study_verdicts(")
+APPARATUS = ("decision_table(", "solve_curves_figure(", "seed_strip_figure(", "seed_table(")
 APPARATUS_HOME = {"results", "methods"}
 
 NOT_YET: set[str] = set()

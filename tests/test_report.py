@@ -286,14 +286,6 @@ def test_and_list_joins_words_as_prose():
     assert report.and_list([]) == "–" and report.and_list(iter([]), empty="none") == "none"
 
 
-def test_steps_text_writes_never_for_inf_and_a_dash_for_nan():
-    assert report.steps_text(1300.0) == "1,300" and report.steps_text(np.int64(400)) == "400"
-    assert report.steps_text(1249.6) == "1,250"  # rounded, not cut
-    assert report.steps_text(math.inf) == "never"  # fewer than half the seeds solved
-    assert report.steps_text(math.nan) == "–"  # nothing to measure
-    assert report.steps_text(pd.Series([math.inf]).median()) == "never"
-
-
 def test_span_is_a_range_with_an_en_dash_or_one_number():
     assert report.span(pd.Series([0.404, 0.123])) == "0.12–0.40"
     assert report.span(np.array([1.391, 1.394])) == "1.39"  # both ends round alike

@@ -1,14 +1,13 @@
 """Every figure of the book: one look, the shared figure functions, deterministic PNGs.
 
-style.py      the palette, per-variant and per-task colours, the matplotlib style,
+style.py      the palette, per-variant, per-task and per-verdict colours, the matplotlib style,
               `use_book_style`, `show` and `png_bytes` (byte-identical PNGs)
 seeds.py      each seed's value per row (`seed_points`, `seed_curves`), the chance floor
               of an accuracy axis (`chance_line`), the matrix summary, accuracy per task ×
               regime at a checkpoint (`accuracy_grid`), accuracy by item length
               (`length_panels`)
-curves.py     time to solve (Kaplan–Meier) and loss curves, per variant or per group
+curves.py     training and validation loss curves, per variant or per group
 attention.py  attention maps and the task summaries of `llamanat_core.mechanism`
-verdicts.py   every verdict at once: the forest figure
 
 Chapters import everything from here (`from llamanat_core.plotting import show, ...`).
 """
@@ -23,10 +22,6 @@ from .attention import (
     recall_by_pair_figure,
 )
 from .curves import (
-    km_axes,
-    km_figure,
-    km_groups_axes,
-    km_panels_figure,
     loss_curves_axes,
     loss_figure,
     loss_panels_figure,
@@ -58,19 +53,12 @@ from .style import (
     STYLE,
     TASK_COLORS,
     VARIANT_COLORS,
+    VERDICT_COLORS,
     VERMILLION,
     png_bytes,
     show,
     use_book_style,
     variant_color,
-)
-from .verdicts import (
-    FOREST_METRICS,
-    FOREST_TITLES,
-    RATIO_LIMITS,
-    REGIME_MARKERS,
-    VERDICT_COLORS,
-    forest_figure,
 )
 
 __all__ = ["DPI", "FIGSIZE", "PALETTE", "NEUTRAL", "BLUE", "ORANGE", "SKY", "GREEN", "VERMILLION",
@@ -78,8 +66,7 @@ __all__ = ["DPI", "FIGSIZE", "PALETTE", "NEUTRAL", "BLUE", "ORANGE", "SKY", "GRE
            "STYLE", "PNG_METADATA", "PRINT_KWARGS", "use_book_style", "variant_color", "png_bytes",
            "show", "chance_line", "seed_points", "seed_curves", "legend_outside", "summary_figure",
            "accuracy_grid", "length_panels",
-           "km_axes", "km_figure", "loss_curves_axes", "loss_figure", "km_groups_axes",
-           "km_panels_figure", "loss_panels_figure", "HEAT_CMAP", "MAP_LABEL", "attention_heatmap",
+           "loss_curves_axes", "loss_figure", "loss_panels_figure", "HEAT_CMAP", "MAP_LABEL",
+           "attention_heatmap",
            "attention_grid", "position_heatmap", "recall_attention_figure", "recall_by_pair_figure",
-           "addition_attention_figure", "VERDICT_COLORS", "REGIME_MARKERS", "FOREST_METRICS",
-           "FOREST_TITLES", "RATIO_LIMITS", "forest_figure"]
+           "addition_attention_figure", "VERDICT_COLORS"]

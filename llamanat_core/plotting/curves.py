@@ -1,49 +1,15 @@
-"""When runs solve and how their losses move: Kaplan–Meier curves of time to solve (one
-per variant, or per any group of runs) and training/validation loss curves per seed.
+"""How runs' losses move: training and validation loss curves per seed, per variant or
+per any group of runs.
 """
 from __future__ import annotations
 
 import matplotlib
 import matplotlib.ticker
-import numpy as np
 
 from .seeds import legend_outside
-from .style import BLUE, CHANCE_COLOR, PALETTE, VERMILLION, use_book_style, variant_color
+from .style import BLUE, CHANCE_COLOR, VERMILLION, use_book_style
 
-# ---------------------------------------------------------------- time to solve and losses
-
-
-def km_axes(ax, runs, variants, task: str, regime: str, cap: float | None = None,
-            labels: dict | None = None, band: bool = True):
-    """Kaplan–Meier curves on one axis: the fraction of seeds solved by each step (one
-    step curve per variant, its 95 % band shaded), a tick where a seed stopped unsolved
-    (censored at the cap). `runs` is `comparisons.runs(results)`."""
-    from ..comparisons import variant_rows
-
-    groups, colors = {}, {}
-    for v in variants:
-        label = (labels or {}).get(v, v)
-        groups[label] = variant_rows(runs, v, task, regime)
-        colors[label] = variant_color(v)
-    return km_groups_axes(ax, groups, colors=colors, cap=cap, band=band)
-
-
-def km_figure(runs, variants, task: str, regimes=("finite", "fresh"), cap: float | None = None,
-              labels: dict | None = None):
-    """Time to solve, one panel per data regime: Kaplan–Meier curves of `variants`."""
-    import matplotlib.pyplot as plt
-
-    use_book_style()
-    fig, axes = plt.subplots(1, len(regimes), figsize=(4.2 * len(regimes) + 1.6, 3.4),
-                             sharey=True, squeeze=False)
-    for ax, regime in zip(axes[0], regimes):
-        km_axes(ax, runs, variants, task, regime, cap=cap, labels=labels)
-        ax.set_title(f"{task}, {regime} data")
-        ax.legend(loc="upper left", fontsize=8, title="solved by the cap", title_fontsize=8)
-    for ax in axes[0][1:]:
-        ax.set_ylabel("")
-    fig.tight_layout()
-    return fig
+# ---------------------------------------------------------------- losses
 
 
 def loss_curves_axes(ax, curves, seeds=None, solved_color=BLUE, unsolved_color=VERMILLION,
@@ -97,59 +63,10 @@ def loss_figure(curves, variant: str, task: str, regimes=("finite", "fresh"), hl
     return fig
 
 
-# ---------------------------------------------------------------- time to solve and losses, any rows
-# `km_figure` and `loss_figure` draw a variant's reference configuration (name answers,
-# base 10,000). A chapter that compares other rows (RoPE bases, answer formulations)
-# passes the runs or curves of each row itself.
-
-
-def km_groups_axes(ax, groups: dict, colors: dict | None = None, cap: float | None = None,
-                   band: bool = True):
-    """Kaplan–Meier curves on one axis, one per entry of `groups` (label -> that row's
-    runs, from `comparisons.runs`): the fraction of seeds solved by each step, its 95 % band
-    shaded, a tick where a seed stopped unsolved. The legend gives k/n solved."""
-    from .. import stats
-
-    for i, (label, g) in enumerate(groups.items()):
-        if g.empty:
-            continue
-        color = (colors or {}).get(label, PALETTE[i % len(PALETTE)])
-        until = cap if cap is not None else float(g.time.max())
-        x, y = stats.km_curve(g.time, g.censored, until=until)
-        k = int((~g.censored.astype(bool)).sum())
-        ax.step(x, 100 * y, where="post", color=color, lw=2.0, label=f"{label} ({k}/{len(g)})")
-        if band:
-            est = stats.km(g.time, g.censored)
-            bx = np.concatenate([[0.0], est.times, [until]])
-            lo = np.concatenate([[0.0], 1 - est.high, [1 - est.high[-1]]])
-            hi = np.concatenate([[0.0], 1 - est.low, [1 - est.low[-1]]])
-            ax.fill_between(bx, 100 * lo, 100 * hi, step="post", color=color, alpha=0.12, lw=0)
-        cens = g[g.censored.astype(bool)]
-        if len(cens):
-            ax.plot(cens.time, [100 * y[-1]] * len(cens), "|", color=color, ms=10, mew=1.5)
-    ax.set_ylim(-3, 103)
-    ax.set_xlabel("training step")
-    ax.set_ylabel("seeds solved (%)")
-    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda t, _: f"{t:,.0f}"))
-    return ax
-
-
-def km_panels_figure(panels: dict, colors: dict | None = None, cap: float | None = None,
-                     legend_title: str = "solved by the cap"):
-    """Time to solve, one panel per entry of `panels` (title -> {label -> runs})."""
-    import matplotlib.pyplot as plt
-
-    use_book_style()
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels) + 1.6, 3.4),
-                             sharey=True, squeeze=False)
-    for ax, (title, groups) in zip(axes[0], panels.items()):
-        km_groups_axes(ax, groups, colors=colors, cap=cap)
-        ax.set_title(title)
-        ax.legend(loc="upper left", fontsize=8, title=legend_title, title_fontsize=8)
-    for ax in axes[0][1:]:
-        ax.set_ylabel("")
-    fig.tight_layout()
-    return fig
+# ---------------------------------------------------------------- losses, any rows
+# `loss_figure` draws a variant's reference configuration (name answers, base 10,000). A
+# chapter that compares other rows (RoPE bases, answer formulations) passes the curves of
+# each row itself.
 
 
 def loss_panels_figure(panels: dict, hline: float | None = None, hline_label: str | None = None,

@@ -125,3 +125,8 @@ def show(fig) -> None:
 
         display(Image(data=png_bytes(fig), format="png"))
     plt.close(fig)
+
+
+VERDICT_COLORS = {"better": GREEN, "worse": VERMILLION, "equivalent": BLUE,
+                  "both at chance": ORANGE, "undecided": NEUTRAL}
+"""One colour per verdict of `comparisons.decide` (the decision figures add `not learned`)."""
