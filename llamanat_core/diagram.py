@@ -14,12 +14,12 @@ from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch
 from matplotlib.path import Path
 
 from .config import REFERENCE, Config
-from .plotting import BLUE, GREEN, NEUTRAL, ORANGE, PURPLE, SKY, VERMILLION, use_book_style
+from .plotting import BLUE, GREEN, NEUTRAL, ORANGE, PURPLE, SKY, VERMILION, use_book_style
 
 # component -> its colour when nothing is highlighted (Okabe-Ito, lightened behind text)
 COLORS = {"embedding": SKY, "head": SKY, "norm": GREEN, "attention": BLUE, "gqa": BLUE,
           "rope": PURPLE, "swiglu": ORANGE, "residual": "#000000", "kv_cache": "#F0E442"}
-HIGHLIGHT = VERMILLION
+HIGHLIGHT = VERMILION
 GREY = "#ebebeb"
 HIGHLIGHTS = ("embedding", "norm", "attention", "rope", "gqa", "swiglu", "residual", "kv_cache", "head")
 

@@ -179,9 +179,9 @@ def test_rows_that_share_a_figure_have_distinct_colour_blind_safe_colours():
     from llamanat_core import plotting
 
     okabe_ito = set(plotting.PALETTE)
-    # The palette's two near pairs: blue / sky blue and orange / vermillion. Rows drawn
+    # The palette's two near pairs: blue / sky blue and orange / vermilion. Rows drawn
     # together never take both colours of a pair (mha and llama used to be two blues).
-    near = [{plotting.BLUE, plotting.SKY}, {plotting.ORANGE, plotting.VERMILLION}]
+    near = [{plotting.BLUE, plotting.SKY}, {plotting.ORANGE, plotting.VERMILION}]
     for group in plotting.FIGURE_GROUPS:
         colours = [plotting.variant_color(v) for v in group]
         assert len(set(colours)) == len(colours), f"{group} share a colour: {colours}"

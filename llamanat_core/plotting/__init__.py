@@ -54,14 +54,14 @@ from .style import (
     TASK_COLORS,
     VARIANT_COLORS,
     VERDICT_COLORS,
-    VERMILLION,
+    VERMILION,
     png_bytes,
     show,
     use_book_style,
     variant_color,
 )
 
-__all__ = ["DPI", "FIGSIZE", "PALETTE", "NEUTRAL", "BLUE", "ORANGE", "SKY", "GREEN", "VERMILLION",
+__all__ = ["DPI", "FIGSIZE", "PALETTE", "NEUTRAL", "BLUE", "ORANGE", "SKY", "GREEN", "VERMILION",
            "PURPLE", "BLACK", "VARIANT_COLORS", "FIGURE_GROUPS", "TASK_COLORS", "CHANCE_COLOR",
            "STYLE", "PNG_METADATA", "PRINT_KWARGS", "use_book_style", "variant_color", "png_bytes",
            "show", "chance_line", "seed_points", "seed_curves", "legend_outside", "summary_figure",

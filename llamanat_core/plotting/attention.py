@@ -9,7 +9,7 @@ import matplotlib
 import numpy as np
 
 from .seeds import legend_outside
-from .style import CHANCE_COLOR, PALETTE, VARIANT_COLORS, VERMILLION, use_book_style
+from .style import CHANCE_COLOR, PALETTE, VARIANT_COLORS, VERMILION, use_book_style
 
 # ---------------------------------------------------------------- attention maps
 
@@ -93,7 +93,7 @@ def position_heatmap(ax, frame, title: str | None = None, mark=("queried key", "
                sizes=(7.5, 8), fraction=0.03)
     for label, role in zip(ax.get_xticklabels(), frame.columns.get_level_values("role")):
         if role in mark:
-            label.set_color(VERMILLION)
+            label.set_color(VERMILION)
             label.set_fontweight("bold")
     return im
 

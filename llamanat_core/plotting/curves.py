@@ -7,12 +7,12 @@ import matplotlib
 import matplotlib.ticker
 
 from .seeds import legend_outside
-from .style import BLUE, CHANCE_COLOR, VERMILLION, use_book_style
+from .style import BLUE, CHANCE_COLOR, VERMILION, use_book_style
 
 # ---------------------------------------------------------------- losses
 
 
-def loss_curves_axes(ax, curves, seeds=None, solved_color=BLUE, unsolved_color=VERMILLION,
+def loss_curves_axes(ax, curves, seeds=None, solved_color=BLUE, unsolved_color=VERMILION,
                      log: bool = True, legend: bool = True):
     """Training (solid) and validation (dashed) loss of each run in `curves` (one variant,
     task and regime), solved runs in one colour, unsolved in another: a gap opening

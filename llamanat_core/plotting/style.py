@@ -27,7 +27,7 @@ PRINT_KWARGS = {"bbox_inches": "tight", "metadata": PNG_METADATA}
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
 NEUTRAL = "#7f7f7f"
 
-BLUE, ORANGE, SKY, GREEN, VERMILLION, PURPLE, BLACK = (
+BLUE, ORANGE, SKY, GREEN, VERMILION, PURPLE, BLACK = (
     "#0072B2", "#E69F00", "#56B4E9", "#009E73", "#D55E00", "#CC79A7", "#000000")
 
 # The rows a chapter draws together get colours far apart: norm (llama, layernorm,
@@ -37,17 +37,17 @@ VARIANT_COLORS = {
     "llama": BLUE,
     "layernorm": ORANGE,
     "postnorm": PURPLE,
-    "abs_pos": VERMILLION,
+    "abs_pos": VERMILION,
     "gelu_mlp": GREEN,
     "mha": ORANGE,
     "mqa": BLACK,
-    "untied": VERMILLION,
+    "untied": VERMILION,
     "bias": GREEN,
 }
 # Groups of variants that share a figure (tested: no two of a group share a colour).
 FIGURE_GROUPS = (("llama", "layernorm", "postnorm"), ("llama", "abs_pos"), ("llama", "gelu_mlp"),
                  ("llama", "mha", "mqa"), ("llama", "untied"), ("llama", "bias"))
-TASK_COLORS = {"addition": BLUE, "recall": VERMILLION}
+TASK_COLORS = {"addition": BLUE, "recall": VERMILION}
 CHANCE_COLOR = "#555555"
 
 STYLE = {
@@ -127,6 +127,6 @@ def show(fig) -> None:
     plt.close(fig)
 
 
-VERDICT_COLORS = {"better": GREEN, "worse": VERMILLION, "equivalent": BLUE,
+VERDICT_COLORS = {"better": GREEN, "worse": VERMILION, "equivalent": BLUE,
                   "both at chance": ORANGE, "undecided": NEUTRAL}
 """One colour per verdict of `comparisons.decide` (the decision figures add `not learned`)."""
