@@ -16,7 +16,6 @@ addition  from the position that predicts each chain token (sum and carry of col
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -57,30 +56,6 @@ def validation_ids(task: str, seed: int, n_pairs: int = TRAIN_PAIRS) -> torch.Te
     spec = TaskSpec(task, TRAIN_PAIRS)  # rejects an unknown task when it makes it
     longer = None if task != "recall" or n_pairs == TRAIN_PAIRS else n_pairs
     return run_splits(spec, seed, Budget(), longer)[1].val.ids
-
-
-class Seeds(NamedTuple):
-    """A solved and an unsolved seed of one row (None where the row has none)."""
-    solved: int | None
-    unsolved: int | None
-
-
-def pick_seeds(results: pd.DataFrame, variant: str, task: str) -> Seeds:
-    """The smallest solved and the smallest unsolved (censored) seed of the finite-regime
-    run with kept weights (the variant's own config, name answers); None where none is.
-
-    `results` is `study.load_results()` or a chapter's slice of it.
-    """
-    from .comparisons import variant_rows
-    from .config import variant_config
-
-    d = variant_rows(results, variant, task, "finite")  # not the sweep's other bases
-    d = d[d.tie_embeddings == variant_config(variant).tie_embeddings]  # nor the untied control
-    censored = d.groupby("seed").censored.first()  # a run appears under several measurements
-    solved = censored.index[~censored.astype(bool)]
-    unsolved = censored.index[censored.astype(bool)]
-    return Seeds(int(solved.min()) if len(solved) else None,
-                 int(unsolved.min()) if len(unsolved) else None)
 
 
 # ---------------------------------------------------------------- attention maps
@@ -247,18 +222,7 @@ def addition_attention(model: TinyLlama, seed: int, n_items: int | None = None) 
     return pd.DataFrame(rows)
 
 
-def chain_accuracy(model: TinyLlama, seed: int) -> pd.Series:
-    """Per chain token (a CHAIN name): the share of the seed's validation items whose
-    token the model predicts right given the chain before it, teacher-forced like
-    `addition_attention`, so a map and an accuracy read the same positions."""
-    ids = validation_ids("addition", seed)  # (N, 14)
-    first = Addition.prompt_len - 1  # the `=` position predicts the first chain token
-    with torch.no_grad():
-        predicted = model(ids[:, :-1])[:, first:].argmax(-1)  # (N, 6)
-    return pd.Series((predicted == ids[:, first + 1:]).float().mean(0).numpy(), index=list(CHAIN))
-
-
-__all__ = ["load_trained", "validation_ids", "Seeds", "pick_seeds", "attention_weights",
+__all__ = ["load_trained", "validation_ids", "attention_weights",
            "item_attention", "RECALL_ROLES", "recall_roles", "recall_attention", "recall_by_pair",
            "recall_item",
-           "ADDITION_SOURCES", "CHAIN", "addition_attention", "chain_accuracy"]
+           "ADDITION_SOURCES", "CHAIN", "addition_attention"]

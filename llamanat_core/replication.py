@@ -177,12 +177,6 @@ def replicates(rows: pd.DataFrame, finding: Finding) -> str:
     return "in one regime" if any(agreeing) else "not decided"
 
 
-def replicated_regimes(rows: pd.DataFrame, finding: Finding) -> list[str]:
-    """The regimes in which a comparison of the finding is decided in its direction."""
-    return sorted(r for r, vs in rows.groupby("regime", sort=True).verdict.agg(set).items()
-                  if vs & finding.agree)
-
-
 # ---------------------------------------------------------------- our numbers
 
 def seed_values(results: pd.DataFrame, variant: str, task: str, regime: str, column: str = "test_acc",
@@ -334,5 +328,5 @@ def replication_table(results: pd.DataFrame, v: pd.DataFrame) -> pd.DataFrame:
 
 __all__ = ["STUDY", "YEAR", "REPOSITORY", "CITATION", "SEEDS", "STEPS", "LETTERS", "Published",
            "PUBLISHED", "VerdictRef", "Finding", "FINDINGS", "FINDING", "published_numbers", "finding_rows",
-           "replicates", "replicated_regimes", "seed_values", "mean_sd", "paired_below",
+           "replicates", "seed_values", "mean_sd", "paired_below",
            "paired_mean_difference", "our_numbers", "published_text", "replication_table"]

@@ -82,37 +82,6 @@ def seed_table(df: pd.DataFrame, by="variant", value: str = "test_acc", step: in
     return table
 
 
-def display_table(table: pd.DataFrame, digits: int = 3, percent: bool = False,
-                  chance=None) -> pd.DataFrame:
-    """Strings for the page: 'mean ± std' then every seed, fixed digits.
-
-    `chance`: the chance floor of an accuracy table, as one number for every row, a dict
-    from the first index level to a number (one floor per task), or one number per row;
-    it becomes a column 'chance' (a percentage and a fraction, e.g. '25.0% (1/4)')."""
-    def fmt(x):
-        if x is None or (isinstance(x, float) and math.isnan(x)):
-            return "–"
-        return pct(x) if percent else f"{x:.{digits}f}"
-    out = pd.DataFrame(index=table.index)
-    out["mean ± std"] = [f"{fmt(m)} ± {fmt(s)}" for m, s in zip(table["mean"], table["std"])]
-    for c in table.columns:
-        if c.startswith("seed "):
-            out[c] = [fmt(v) for v in table[c]]
-    if chance is not None:
-        if isinstance(chance, dict):
-            firsts = [i[0] if isinstance(i, tuple) else i for i in table.index]
-            floors = [chance[k] for k in firsts]
-        elif np.ndim(chance) == 0:
-            floors = [float(chance)] * len(table)
-        else:
-            floors = [float(c) for c in chance]
-            if len(floors) != len(table):
-                raise ValueError(f"{len(floors)} chance floors for {len(table)} rows")
-        out["chance"] = [f"{fmt(c)} ({chance_label(c)})" for c in floors]
-    out.index.names = table.index.names
-    return out
-
-
 def thousands(table: pd.DataFrame) -> pd.DataFrame:
     """Integers of a table written with thousands separators (102528 -> '102,528'), for
     tables shown beside formatted prose; other columns are left alone."""
@@ -198,18 +167,6 @@ def and_list(words, empty: str = "–") -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
-def range_text(values, digits: int = 2, thousands: bool = False) -> str:
-    """The range of some values for prose: 'lo to hi', one number when both round alike,
-    '–' when there are none (a reader's short run may leave a group empty). With
-    `thousands`, whole numbers with separators ('1,000 to 1,400')."""
-    vals = [float(v) for v in values if v == v]  # NaN dropped
-    if not vals:
-        return "–"
-    fmt = (lambda v: f"{v:,.0f}") if thousands else (lambda v: f"{v:.{digits}f}")
-    lo, hi = fmt(min(vals)), fmt(max(vals))
-    return lo if lo == hi else f"{lo} to {hi}"
-
-
 # ---------------------------------------------------------------- ranges in prose
 # Shared by the chapters: one treatment of a missing value everywhere.
 
@@ -228,15 +185,12 @@ def span(values, digits: int = 2, percent: bool = False) -> str:
 
 # ---------------------------------------------------------------- sizes and settings in tables
 
-def value_text(x) -> str:
-    """A configuration value for a table: a bool or a string as it is, an integer with
-    thousands separators ('4,096'), a float under 1 in its shortest form ('1e-06'), a
-    larger float as a whole number ('10,000')."""
-    if isinstance(x, (bool, np.bool_, str)):
-        return str(x)
-    if isinstance(x, (int, np.integer)):
-        return f"{x:,}"
-    return f"{x:g}" if x < 1 else f"{x:,.0f}"
+def integer_text(x) -> str:
+    """A whole number with thousands separators, for glued prose: 6,738,415,616 (however
+    large: `count_text` abbreviates, this does not)."""
+    if float(x) != int(x):
+        raise ValueError(f"integer_text takes a whole number, got {x!r}")
+    return f"{int(x):,}"
 
 
 def count_text(x: float) -> str:

@@ -1,5 +1,4 @@
 """The chapter-facing views of the verdicts: claims, selections, tables, figures."""
-import math
 import warnings
 
 import numpy as np
@@ -41,17 +40,13 @@ def test_loss_at_stop_is_each_runs_last_evaluation():
     assert row.train_loss == own.train_loss and row.gap == pytest.approx(own.val_loss - own.train_loss)
 
 
-def test_loss_figures_draw_and_reject_missing_rows():
+def test_the_loss_figure_draws_and_rejects_a_missing_row():
     plotting.use_book_style()
     curves = load_curves()
     with pytest.raises(ValueError, match="no curves for wide_ff"):
         plotting.loss_figure(curves, "wide_ff", "recall")
-    sweep = curves[(curves.task == "recall") & (curves.seed < 10) & np.isclose(curves.rope_theta, 10.0)]
-    fig = plotting.loss_panels_figure({"base 10": sweep}, hline=math.log(4), hline_label="ln 4")
-    assert fig.axes[0].get_title() == "base 10"
-    assert plotting.png_bytes(fig) == plotting.png_bytes(fig)
-    with pytest.raises(ValueError, match="no curves for the panel 'empty'"):
-        plotting.loss_panels_figure({"empty": sweep.iloc[:0]})
+    fig = plotting.loss_figure(curves[curves.seed < 10], "gelu_mlp", "recall")
+    assert fig.axes and plotting.png_bytes(fig) == plotting.png_bytes(fig)
 
 
 def test_largest_gap_is_each_runs_worst_evaluation():

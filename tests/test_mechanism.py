@@ -1,5 +1,7 @@
 """Attention maps are the ones the model used, the task summaries read the committed
 weights correctly, and the figures and the block diagram draw what they are given."""
+from typing import NamedTuple
+
 import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
@@ -8,14 +10,29 @@ import pytest
 import torch
 
 from llamanat_core import TinyLlama, diagram, mechanism, plotting, variant_config
+from llamanat_core.comparisons import variant_rows
 from llamanat_core.tasks import EQ, KEY0, SEP, VALUE0
 
 matplotlib.use("Agg")
 
 
+class Seeds(NamedTuple):
+    solved: int
+    unsolved: int | None
+
+
 @pytest.fixture(scope="module")
 def recall_seeds(first_ten_results):
-    return {v: mechanism.pick_seeds(first_ten_results, v, "recall") for v in ("llama", "abs_pos")}
+    """Per variant, the smallest solved and unsolved seed of its finite recall runs (the
+    ones whose weights the study keeps)."""
+    def pick(variant):
+        d = variant_rows(first_ten_results, variant, "recall", "finite")
+        d = d[d.tie_embeddings == variant_config(variant).tie_embeddings]
+        censored = d.groupby("seed").censored.first().astype(bool)
+        unsolved = censored.index[censored]
+        return Seeds(int(censored.index[~censored].min()), int(unsolved.min()) if len(unsolved) else None)
+
+    return {v: pick(v) for v in ("llama", "abs_pos")}
 
 
 # ---------------------------------------------------------------- loading
@@ -133,24 +150,6 @@ def test_recall_roles_of_a_hand_made_prompt():
         mechanism.recall_roles(prompt)
 
 
-def test_pick_seeds_takes_the_smallest_of_the_kept_runs():
-    def row(seed, censored, **kw):
-        base = {"variant": "llama", "task": "recall", "regime": "finite", "answer": "name",
-                "rope_theta": 10_000.0, "tie_embeddings": True, "seed": seed, "censored": censored}
-        return {**base, **kw}
-
-    df = pd.DataFrame([row(5, False), row(5, False), row(3, True), row(7, True),
-                       row(1, False, regime="fresh"), row(0, True, rope_theta=10.0),
-                       row(2, False, answer="copy"), row(4, True, variant="abs_pos")])
-    assert mechanism.pick_seeds(df, "llama", "recall") == (5, 3)
-    assert mechanism.pick_seeds(df, "llama", "addition") == (None, None)
-
-
-def test_pick_seeds_on_the_committed_study(first_ten_results, recall_seeds):
-    assert recall_seeds == {"llama": (0, 4), "abs_pos": (2, 0)}
-    assert mechanism.pick_seeds(first_ten_results, "llama", "addition") == (0, 9)  # seed 9 alone unsolved
-
-
 def queried_and_best_other_value(model, seed, n_pairs=4):
     """(L, N, H) mass on the queried value and on the most attended other value."""
     prompt = mechanism.validation_ids("recall", seed, n_pairs)[:, :-1]
@@ -203,19 +202,6 @@ def test_at_twelve_pairs_rope_still_finds_the_value_and_the_learned_table_does_n
 
 
 # ---------------------------------------------------------------- addition
-
-
-@pytest.mark.parametrize("variant", ["llama", "abs_pos"])
-def test_each_sum_digit_reads_its_own_column(first_ten_results, variant):
-    seed = mechanism.pick_seeds(first_ten_results, variant, "addition").solved
-    df = mechanism.addition_attention(mechanism.load_trained(variant, "addition", seed)[0], seed)
-    np.testing.assert_allclose(df.groupby(["layer", "head", "target"]).mass.sum(), 1.0, atol=1e-5)
-    assert (df.mass > -1e-6).all()
-    reads = df[df.source != "other"].groupby(["target", "source"]).mass.sum()  # over layers and heads
-    for column, digit in ((1, "units"), (2, "tens"), (3, "hundreds")):
-        r = reads.loc[f"sum {column}"]
-        by_column = {d: r[f"a {d}"] + r[f"b {d}"] for d in ("units", "tens", "hundreds")}
-        assert max(by_column, key=by_column.get) == digit, (column, by_column)
 
 
 # ---------------------------------------------------------------- figures
@@ -312,12 +298,3 @@ def test_block_diagram_draws_the_same_bytes_twice():
         plt.close(fig)
 
 
-def test_chain_accuracy_reads_each_chain_token_teacher_forced():
-    """A solved addition model predicts every chain token of its validation items; an
-    untrained one guesses (a sum digit right about one time in ten, not nine in ten)."""
-    trained, _ = mechanism.load_trained("llama", "addition", 0)
-    acc = mechanism.chain_accuracy(trained, 0)
-    assert list(acc.index) == list(mechanism.CHAIN)
-    assert (acc > 0.95).all()
-    untrained = mechanism.chain_accuracy(TinyLlama(variant_config("llama"), seed=0).eval(), 0)
-    assert (untrained[["sum 1", "sum 2", "sum 3"]] < 0.5).all()

@@ -50,42 +50,6 @@ def test_seed_table_refuses_two_rows_per_seed():
 
 # ------------------------------------------------------------------ display_table
 
-def test_display_table_percent_and_plain():
-    t = report.seed_table(frame({"a": [0.25, 0.75]}))
-    shown = report.display_table(t, percent=True)
-    assert shown.loc["a", "mean ± std"] == "50.0% ± 25.0%"
-    assert list(shown.loc["a", ["seed 0", "seed 1"]]) == ["25.0%", "75.0%"]
-    assert "chance" not in shown.columns
-    plain = report.display_table(t, digits=2)
-    assert plain.loc["a", "mean ± std"] == "0.50 ± 0.25"
-
-
-def test_display_table_missing_seed_is_a_dash():
-    df = frame({"a": [0.5, 0.5], "b": [0.1]})
-    shown = report.display_table(report.seed_table(df), percent=True)
-    assert shown.loc["b", "seed 1"] == "–"
-
-
-@pytest.mark.parametrize("chance, expected", [
-    (0.25, ["25.0% (1/4)", "25.0% (1/4)"]),
-    ([0.25, 0.125], ["25.0% (1/4)", "12.5% (1/8)"]),
-])
-def test_display_table_states_chance(chance, expected):
-    t = report.seed_table(frame({"a": [0.3, 0.4], "b": [0.2, 0.1]}))
-    assert list(report.display_table(t, percent=True, chance=chance)["chance"]) == expected
-
-
-def test_display_table_chance_per_task_of_a_concatenated_table():
-    tables = {"addition": report.seed_table(frame({"a": [0.3, 0.4]}, task="addition")),
-              "recall": report.seed_table(frame({"a": [0.3, 0.4]}))}
-    both = pd.concat(tables, names=["task"])
-    shown = report.display_table(both, percent=True,
-                                 chance={t: stats.chance_floor(t) for t in tables})
-    assert list(shown["chance"]) == ["0.1% (1/1,000)", "25.0% (1/4)"]
-    with pytest.raises(ValueError, match="3 chance floors for 2 rows"):
-        report.display_table(both, percent=True, chance=[0.25, 0.25, 0.25])
-
-
 def test_thousands_formats_integer_columns_only():
     df = pd.DataFrame({"parameters": [102528, 36864], "share": [0.5, 0.25], "name": ["x", "y"],
                        "flag": [True, False]})
@@ -269,16 +233,6 @@ def test_length_panels_draw_each_regime_against_pairs_with_a_falling_floor():
     plt.close(fig)
 
 
-def test_range_text():
-    from llamanat_core.report import range_text
-
-    assert range_text([0.061, 0.07]) == "0.06 to 0.07"
-    assert range_text([1.391, 1.394]) == "1.39"  # both ends round alike: one number
-    assert range_text([1000, 1400.0], thousands=True) == "1,000 to 1,400"
-    assert range_text([float("nan"), 3.0], digits=1) == "3.0"
-    assert range_text([]) == "–"
-
-
 def test_and_list_joins_words_as_prose():
     assert report.and_list([3]) == "3"
     assert report.and_list(["a", "b"]) == "a and b"
@@ -296,15 +250,8 @@ def test_span_is_a_range_with_an_en_dash_or_one_number():
     assert report.span(np.array([[0.1, 0.3], [0.2, 0.0]])) == "0.00–0.30"  # any shape
 
 
-def test_value_text_count_text_and_shape_text():
-    assert [report.value_text(x) for x in (True, "silu", 4096, np.int64(32), 1e-6, 10000.0, 0.5)] == \
-        ["True", "silu", "4,096", "32", "1e-06", "10,000", "0.5"]
-    assert [report.count_text(x) for x in (1.4e12, 175e9, 6.7e9, 102_528)] == \
-        ["1.4T", "175B", "6.7B", "102,528"]
-    assert report.count_text(999_999_999) == "999,999,999"
-    import torch
-
-    x = torch.zeros(2, 14, 64)
-    assert report.shape_text(x) == "(2, 14, 64)"
-    assert report.shape_text((x, torch.zeros(14, 8))) == "(2, 14, 64), (14, 8)"
-    assert report.shape_text(None) == "None" and report.shape_text([]) == ""
+def test_integer_text_separates_thousands_and_refuses_a_fraction():
+    assert [report.integer_text(x) for x in (0, 192, 102_528, 6_738_415_616.0)] == \
+        ["0", "192", "102,528", "6,738,415,616"]
+    with pytest.raises(ValueError, match="2.5"):
+        report.integer_text(2.5)

@@ -24,7 +24,6 @@ from .attention import (
 from .curves import (
     loss_curves_axes,
     loss_figure,
-    loss_panels_figure,
 )
 from .seeds import (
     accuracy_grid,
@@ -33,7 +32,6 @@ from .seeds import (
     length_panels,
     seed_curves,
     seed_points,
-    summary_figure,
 )
 from .style import (
     BLACK,
@@ -64,9 +62,9 @@ from .style import (
 __all__ = ["DPI", "FIGSIZE", "PALETTE", "NEUTRAL", "BLUE", "ORANGE", "SKY", "GREEN", "VERMILION",
            "PURPLE", "BLACK", "VARIANT_COLORS", "FIGURE_GROUPS", "TASK_COLORS", "CHANCE_COLOR",
            "STYLE", "PNG_METADATA", "PRINT_KWARGS", "use_book_style", "variant_color", "png_bytes",
-           "show", "chance_line", "seed_points", "seed_curves", "legend_outside", "summary_figure",
+           "show", "chance_line", "seed_points", "seed_curves", "legend_outside",
            "accuracy_grid", "length_panels",
-           "loss_curves_axes", "loss_figure", "loss_panels_figure", "HEAT_CMAP", "MAP_LABEL",
+           "loss_curves_axes", "loss_figure", "HEAT_CMAP", "MAP_LABEL",
            "attention_heatmap",
            "attention_grid", "position_heatmap", "recall_attention_figure", "recall_by_pair_figure",
            "addition_attention_figure", "VERDICT_COLORS"]

@@ -69,36 +69,6 @@ def loss_figure(curves, variant: str, task: str, regimes=("finite", "fresh"), hl
 # each row itself.
 
 
-def loss_panels_figure(panels: dict, hline: float | None = None, hline_label: str | None = None,
-                       ncols: int | None = None):
-    """Training (solid) vs validation (dashed) loss, one panel per entry of `panels`
-    (title -> the curves of one row: `load_curves()` filtered), solved seeds in one
-    colour, unsolved in another; `hline` marks a reference loss (ln 4, say)."""
-    import matplotlib.pyplot as plt
-
-    use_book_style()
-    ncols = ncols or len(panels)
-    nrows = -(-len(panels) // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.3 * ncols + 1.6, 2.9 * nrows),
-                             sharey=True, sharex=True, squeeze=False)
-    flat = axes.ravel()
-    for i, (ax, (title, g)) in enumerate(zip(flat, panels.items())):
-        if g.empty:
-            raise ValueError(f"no curves for the panel {title!r}")
-        loss_curves_axes(ax, g, legend=i == ncols - 1)
-        if hline is not None:
-            _reference_line(ax, hline, hline_label)
-        ax.set_title(title)
-        if i % ncols:
-            ax.set_ylabel("")
-        if i < len(panels) - ncols:
-            ax.set_xlabel("")
-    for ax in flat[len(panels):]:
-        ax.set_visible(False)
-    fig.tight_layout()
-    return fig
-
-
 def _reference_line(ax, y: float, label: str | None) -> None:
     """A dotted horizontal line at loss `y` (e.g. ln 4), labelled at the right edge."""
     ax.axhline(y, color=CHANCE_COLOR, lw=0.9, ls=":")

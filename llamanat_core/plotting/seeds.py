@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .style import BLUE, CHANCE_COLOR, PALETTE, TASK_COLORS, VARIANT_COLORS, use_book_style
+from .style import BLUE, CHANCE_COLOR, PALETTE, TASK_COLORS, VARIANT_COLORS
 
 
 def _label(index) -> str:
@@ -92,32 +92,6 @@ def seed_curves(ax, df, by: str, value: str = "test_acc", order=None,
     if legend:
         legend_outside(ax, fontsize=8)
     return ax
-
-
-def summary_figure(df):
-    """The intro's one-screen summary: accuracy at the last checkpoint per variant and task,
-    every seed a point, the chance floor and the reference's mean drawn. (The chapters
-    join paired seeds; here each control pairs with `llama`, not with its neighbour.)"""
-    import matplotlib.pyplot as plt
-
-    from ..config import MATRIX_VARIANTS
-    from ..report import seed_table
-    from ..stats import chance_floor
-
-    use_book_style()
-    d = df[df.measurement == "matrix"]
-    present = set(d.variant)
-    variants = [v for v in MATRIX_VARIANTS if v in present] + sorted(present - set(MATRIX_VARIANTS))
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
-    for ax, task in zip(axes, ("addition", "recall")):
-        t = seed_table(d[d.task == task], "variant", "test_acc", order=variants)
-        # seven rows side by side: joining neighbours would pair rows that are not compared
-        seed_points(ax, t, color=TASK_COLORS[task], label_rotation=30, chance=chance_floor(task),
-                    paired=False)
-        ax.set_title(f"{task}: test accuracy at the last checkpoint")
-        ax.axhline(100 * t.loc["llama", "mean"], color="0.6", lw=0.8, ls="--")
-    fig.tight_layout()
-    return fig
 
 
 def accuracy_grid(tables: dict, step: int, figsize=(8, 6.4)):

@@ -39,18 +39,6 @@ def centred_identity(dim: int = 64, seed: int = 0, eps: float = 1e-5) -> dict[st
             "mean_after": centred.mean().item()}
 
 
-@torch.no_grad()
-def hand_check(vectors: dict[str, list[float]], eps: float = 1e-5) -> pd.DataFrame:
-    """RMSNorm and LayerNorm (unit gain, zero bias) of a few short vectors, one row each."""
-    rows = []
-    for name, v in vectors.items():
-        x = torch.tensor(v, dtype=torch.float32)
-        rms, ln = norm_pair(len(v), eps)
-        rows.append({"input": name, "mean": x.mean().item(), "mean square": x.pow(2).mean().item(),
-                     "RMSNorm": _fmt_vec(rms(x)), "LayerNorm": _fmt_vec(ln(x))})
-    return pd.DataFrame(rows).set_index("input")
-
-
 def _fmt_vec(x: torch.Tensor, digits: int = 3) -> str:
     return "[" + ", ".join(f"{v:.{digits}f}" for v in x.tolist()) + "]"
 
@@ -203,14 +191,6 @@ def overflow_sentence(overflow_layers) -> str:
     return f"overflows float32 (the values become inf, then NaN) {where} in {len(layers)} of {n} seeds"
 
 
-def ratio_sentence(ratio: float, close: float = 1.5) -> str:
-    """How far apart the placements' means are, as a clause generated from their ratio."""
-    s = f"the largest of the three means is {ratio:.2f} times the smallest"
-    if ratio < close:
-        return s + ", so at this scale the placement barely shapes the forward pass at the start of training."
-    return s + ", so the placement already shapes the forward pass at the start of training."
-
-
 # ---------------------------------------------------------------- what each norm computes
 
 def _rms_steps(x: torch.Tensor, gain: torch.Tensor, eps: float):
@@ -287,75 +267,3 @@ def per_token_ops(cfg: Config | None = None) -> dict[str, int]:
             "linear": 2 * linear}
 
 
-@torch.no_grad()
-def constant_table(dim: int = 64, values=(-2.0, 0.5, 3.0), jitter: float = 1e-2, seed: int = 0,
-                   eps: float = 1e-5) -> pd.DataFrame:
-    """Both norms on constant vectors c·1 (and one nearly constant vector).
-
-    LayerNorm gets a random bias b (what a trained one holds; at initialisation b = 0).
-    Columns per input: the largest |LayerNorm(x) - b| (0: the output is the bias whatever
-    c was), the cosine of each output with x (RMSNorm keeps the direction, +1 or -1 by
-    the sign of c), and the RMS of the LayerNorm output's deviation from b.
-    The last row adds `jitter` times a random vector to 3·1: LayerNorm rescales that
-    jitter to unit size and drops the constant, RMSNorm keeps the constant's direction.
-    """
-    g = torch.Generator().manual_seed(seed)
-    rms, ln = norm_pair(dim, eps)
-    bias = 0.1 * torch.randn(dim, generator=g)
-    ln.bias.copy_(bias)
-    inputs = {f"{c:g} · 1": torch.full((dim,), float(c)) for c in values}
-    inputs[f"3 · 1 + {jitter:g} · noise"] = torch.full((dim,), 3.0) + jitter * torch.randn(dim, generator=g)
-    cos = nn.functional.cosine_similarity
-    rows = []
-    for name, x in inputs.items():
-        ly, ry = ln(x), rms(x)
-        dev = ly - bias
-        rows.append({"input x": name, "max |LayerNorm(x) − b|": float(dev.abs().max()),
-                     "RMS of LayerNorm(x) − b": float(dev.pow(2).mean().sqrt()),
-                     "cos(LayerNorm(x) − b, x)": float(cos(dev, x, dim=0)),
-                     "cos(RMSNorm(x), x)": float(cos(ry, x, dim=0)),
-                     "RMSNorm(x), first entries": _fmt_vec(ry[:3], 3)})
-    return pd.DataFrame(rows).set_index("input x")
-
-
-@torch.no_grad()
-def attention_input_rms(norm_position: str, seed: int = 0, data_seed: int = 1234,
-                        batch: int = 8, length: int = 13) -> float:
-    """RMS of what the first attention layer reads, in a freshly initialised model: the
-    normalised embedding under pre-norm, the raw embedding (std 0.02) under post-norm."""
-    model = TinyLlama(Config(norm_position=norm_position), seed=seed).eval()
-    g = torch.Generator().manual_seed(data_seed)
-    ids = torch.randint(0, VOCAB_SIZE, (batch, length), generator=g)
-    seen: list[torch.Tensor] = []
-    hook = model.layers[0].self_attn.register_forward_hook(lambda m, args, out: seen.append(args[0]))
-    try:
-        model(ids)
-    finally:
-        hook.remove()
-    return float(seen[0].double().pow(2).mean().sqrt())
-
-
-# ---------------------------------------------------------------- the addition staircase
-
-def addition_plateaus() -> dict[int, float]:
-    """The loss of an addition model with every carry right that spreads its bet evenly over
-    the ten digits at k of the three sum digits: k · ln 10 / 6 nats (six answer tokens)."""
-    return {k: k * math.log(10) / 6 for k in (3, 2, 1)}
-
-
-def plateau_exits(curves: pd.DataFrame, column: str = "val_loss") -> pd.DataFrame:
-    """For every addition run, the first evaluation at which `column` is below each point
-    halfway between two plateaus (2.5, 1.5 and 0.5 · ln 10 / 6): the step it left the
-    plateau at 3, 2 and 1 guessed digits. A run that never got below is `inf` there."""
-    levels = {k: (k - 0.5) * math.log(10) / 6 for k in (3, 2, 1)}
-    rows = []
-    for run, g in curves[curves.task == "addition"].groupby("run", sort=False):
-        first = g.iloc[0]
-        row = {"run": run, "variant": first.variant, "regime": first.regime, "seed": int(first.seed)}
-        for k, level in levels.items():
-            below = g.step[g[column] < level]
-            row[f"left {k}"] = float(below.min()) if len(below) else math.inf
-        rows.append(row)
-    if not rows:
-        raise ValueError("no addition runs in the curves")
-    return pd.DataFrame(rows).sort_values(["variant", "regime", "seed"]).reset_index(drop=True)

@@ -18,7 +18,7 @@ import torch
 from ..blocks import causal_mask, manual_attention, repeat_kv
 from ..config import Config, variant_config
 from ..model import TinyLlama, answer_loss
-from ..optim import WEIGHT_DECAY, adamw
+from ..optim import adamw
 from ..positional import (
     RotaryEmbedding,
     apply_rotary,
@@ -188,92 +188,9 @@ def untouched_rows(seed: int = 0, n_pairs: int = 4, batch: int = 64, budget: Bud
     }
 
 
-# Torch draws normal numbers with CPU-specific rounding: its AVX2 and AVX-512 kernels
-# agree, its portable ones (ARM's path; ATEN_CPU_CAPABILITY=default on x86) do not. There
-# the recomputed initial table differs from the one the study trained in a third of its
-# entries, a row by at most 3.4e-7 relative (seeds 0-9), about 3 float32 ulps. The bound
-# allows ten times that; one AdamW update of one entry moves a row by ~6e-3.
-INIT_LAST_BITS = 32 * torch.finfo(torch.float32).eps
-
-
-def trained_table(path, seen: int, seed: int = 0, lr: float = Budget().lr) -> dict:
-    """Compare the trained `abs_pos` position table (safetensors at `path`) with its own
-    initial rows: rows past the trained length should be init × (1 − lr·wd)^steps exactly
-    as float32 arithmetic gives it, for the steps the weights were trained; rows inside
-    it should have moved."""
-    from safetensors.torch import load_file
-
-    cfg = variant_config("abs_pos")
-    init = TinyLlama(cfg, seed=seed).embed_positions.weight.detach()
-    trained = load_file(str(path))["embed_positions.weight"]
-    from ..study import weights_step
-
-    steps = weights_step(path)
-    factor = torch.tensor(1 - lr * WEIGHT_DECAY)
-    predicted = init.clone()
-    for _ in range(steps):  # the decay applied once per step, in float32
-        predicted.mul_(factor)
-    rel = lambda a, b: ((a - b).norm(dim=-1) / b.norm(dim=-1))  # noqa: E731 - per-row relative change
-    return {
-        "steps": steps,
-        "unseen_max_rel_dev": rel(trained[seen:], predicted[seen:]).max().item(),
-        "unseen_norm": trained[seen:].norm(dim=-1).mean().item(),
-        "seen_min_rel_change": rel(trained[:seen], init[:seen]).min().item(),
-        "seen_norm": trained[:seen].norm(dim=-1).mean().item(),
-    }
 
 
 # ---------------------------------------------------------------- what the trained models read
 
-COLUMN_OF = {"sum 1": "units", "carry 1": "units", "sum 2": "tens", "carry 2": "tens",
-             "sum 3": "hundreds", "carry 3": "hundreds"}
-"""The operand column each chain token depends on (sum digit and carry out of that column)."""
 
 
-def column_reads(summary: pd.DataFrame) -> pd.DataFrame:
-    """How each chain token reads the two digits of its column, from an
-    `mechanism.addition_attention` frame (layer, head, target, source, mass).
-
-    One row per chain token: `column`, the most mass any one head puts on the column's two
-    digits together; `a`, `b`, the most any head puts on each digit alone; and `both`, the
-    largest min(mass on a's digit, mass on b's digit) over the heads, with the `layer` and
-    `head` where it is found (`column layer`, `column head`: where `column` is found).
-    `both` is high only when ONE head reads both operands of the column at once (at most
-    half the column mass, at an even split); heads that each read one operand leave it
-    near zero however well the column is read.
-    """
-    w = summary.pivot_table(index=["layer", "head", "target"], columns="source", values="mass")
-    rows = []
-    for target, col in COLUMN_OF.items():
-        x = w.xs(target, level="target")  # (layer, head) x source
-        a, b = x[f"a {col}"], x[f"b {col}"]
-        both = a.combine(b, min)
-        layer, head = both.idxmax()
-        column_layer, column_head = (a + b).idxmax()
-        rows.append({"target": target, "column name": col, "column": float((a + b).max()),
-                     "a": float(a.max()), "b": float(b.max()), "both": float(both.max()),
-                     "layer": int(layer), "head": int(head),
-                     "column layer": int(column_layer), "column head": int(column_head)})
-    return pd.DataFrame(rows).set_index("target")
-
-
-def value_reach(by_pair: pd.DataFrame, layer: int, train_pairs: int = 4) -> dict[str, float]:
-    """From an `mechanism.recall_by_pair` frame (one model, one list length): the mass the
-    answer position puts on the queried value in `layer` (mean of its heads, then of the
-    pairs), for the pairs inside the trained length and for those past it (NaN when the
-    list is no longer than the training one)."""
-    d = by_pair[by_pair.layer == layer]
-    if d.empty:
-        raise ValueError(f"no rows for layer {layer}; the frame has layers {sorted(set(by_pair.layer))}")
-    per_pair = d.groupby("pair").mass.mean()
-    past = per_pair[per_pair.index > train_pairs]
-    return {"inside": float(per_pair[per_pair.index <= train_pairs].mean()),
-            "past": float(past.mean()) if len(past) else math.nan}
-
-
-def column_positions() -> dict[str, tuple[int, int]]:
-    """Where the two digits of each column sit in every addition prompt (a's, b's)."""
-    from ..mechanism import ADDITION_SOURCES, OPERAND_POSITIONS
-
-    where = dict(zip(ADDITION_SOURCES, OPERAND_POSITIONS))
-    return {col: (where[f"a {col}"], where[f"b {col}"]) for col in ("units", "tens", "hundreds")}

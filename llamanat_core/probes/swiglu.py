@@ -159,14 +159,6 @@ def gate_summary(gate: torch.Tensor, hidden: torch.Tensor) -> dict[str, float]:
             "mass_negative_gate": float(mass[off].sum() / mass.sum())}
 
 
-def share_at_most(values: torch.Tensor, thresholds) -> torch.Tensor:
-    """For each threshold t, the share of values with |value| <= t (exact zeros count at
-    every t, so a switch shows up as the curve's floor)."""
-    v = values.abs().flatten().sort().values
-    t = torch.as_tensor(thresholds, dtype=v.dtype)
-    return torch.searchsorted(v, t, right=True).double() / v.numel()
-
-
 # ---------------------------------------------------------------- three matrices against two
 
 def mlp_parameters(variant: str) -> int:

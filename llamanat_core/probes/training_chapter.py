@@ -17,7 +17,6 @@ LLAMA1_BETAS = (0.9, 0.95)
 LLAMA1_WEIGHT_DECAY = 0.1
 LLAMA1_WARMUP_STEPS = 2000
 LLAMA1_FINAL_LR_FRACTION = 0.1  # the cosine ends at 10 % of the peak learning rate
-LLAMA1_CLIP = 1.0
 
 
 def paper_optimizer(params, lr: float) -> torch.optim.AdamW:
