@@ -1,15 +1,18 @@
 """The repository's front door: the README's picture is what the code draws, the README
-and CONTRIBUTING stay short and their links resolve, CONTRIBUTING maps every module, and
+and CONTRIBUTING stay short and their links resolve, CONTRIBUTING and the book's code walk
+(book/code.md) map every module and the walk names only objects that exist, and
 `make test`'s Chromium step installs the browser as root and otherwise stops with the
 command to run."""
 from __future__ import annotations
 
+import importlib
 import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from llamanat_core import diagram
 
@@ -67,6 +70,100 @@ def test_contributing_maps_every_module():
     missing = [m for m in modules if not _mapped(m, text)]
     assert not missing, f"CONTRIBUTING.md does not map {missing}"
     assert not _mapped("probes/trainer.py", text) and not _mapped("trainer.py", text)
+
+
+# ------------------------------------------------------------------ the code walk (book/code.md)
+
+CODE_PAGE = ROOT / "book" / "code.md"
+FENCE = re.compile(r"^```.*?^```", re.M | re.S)
+INLINE_CODE = re.compile(r"`([^`\n]+)`")
+DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
+FILE_SUFFIXES = {"py", "md", "yml", "json", "csv", "ipynb", "safetensors", "png"}
+
+
+def _dotted_references(text: str) -> list[str]:
+    """Every backticked `module.name` or `Class.method` outside code blocks (file names
+    such as `config.py` are not references: the module test covers them)."""
+    spans = INLINE_CODE.findall(FENCE.sub(" ", text))
+    return [s for s in spans if DOTTED.fullmatch(s) and s.rsplit(".", 1)[1] not in FILE_SUFFIXES]
+
+
+def _package_modules() -> set[str]:
+    """Dotted names of the package's modules and subpackages: `blocks`, `study`, `study.cache`."""
+    names = set()
+    for path in (ROOT / "llamanat_core").rglob("*.py"):
+        parts = path.relative_to(ROOT / "llamanat_core").with_suffix("").parts
+        parts = parts[:-1] if parts[-1] == "__init__" else parts
+        if parts:
+            names.add(".".join(parts))
+    return names
+
+
+def _module_file(module: str) -> Path:
+    path = ROOT / "llamanat_core" / Path(*module.split("."))
+    return path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+
+
+def _attributes_resolve(obj, names) -> bool:
+    for name in names:
+        if not hasattr(obj, name):
+            return False
+        obj = getattr(obj, name)
+    return True
+
+
+def _resolve(reference: str) -> bool:
+    """Whether a dotted reference names an object of llamanat_core: a module of the
+    package (its `llamanat_core.` prefix optional) followed by attributes, or a name the
+    package defines at the top level of a module (a class, function or constant) followed
+    by attributes. A name the package only imports (`torch.compile`) does not resolve."""
+    parts = reference.removeprefix("llamanat_core.").split(".")
+    modules = _package_modules()
+    for i in range(len(parts), 0, -1):  # the longest module prefix first
+        if ".".join(parts[:i]) in modules:
+            module = importlib.import_module("llamanat_core." + ".".join(parts[:i]))
+            return _attributes_resolve(module, parts[i:])
+    defines = re.compile(rf"^(?:class|def)\s+{re.escape(parts[0])}\b|^{re.escape(parts[0])}\s*[:=]", re.M)
+    owners = [m for m in sorted(modules)
+              if defines.search(_module_file(m).read_text())]
+    return any(_attributes_resolve(importlib.import_module("llamanat_core." + m), parts)
+               for m in owners)
+
+
+def test_the_code_page_walks_every_module_and_stays_a_map():
+    text = CODE_PAGE.read_text()
+    missing = [m for m in _modules() if not _mapped(m, text)]
+    assert not missing, f"book/code.md does not walk through {missing}"
+    prose = FENCE.sub(" ", text)
+    assert len(prose.split()) <= 1600, "book/code.md is a map: link the chapters instead of growing it"
+    assert 1 <= text.count("{literalinclude}") <= 6
+
+
+def test_every_dotted_name_on_the_code_page_is_in_the_package():
+    """A rename breaks the page, not the reader: `blocks.RMSNorm`, `Config.replace`,
+    `study.cache.store`, ... each name an object that exists."""
+    references = _dotted_references(CODE_PAGE.read_text())
+    assert len(references) >= 10  # the scan sees the page's references
+    unresolved = [r for r in references if not _resolve(r)]
+    assert not unresolved, f"book/code.md names objects the package does not have: {unresolved}"
+
+
+def test_the_reference_resolver_can_fail():
+    text = "See `blocks.repeat_kv`, `config.py`, `x + y` and\n```{literalinclude} x.py\n`a.b`\n```\n"
+    assert _dotted_references(text) == ["blocks.repeat_kv"]
+    for good in ("blocks.RMSNorm.forward", "Config.replace", "Config.attention", "study.cache.store",
+                 "study.load_results", "llamanat_core.stats.holm", "TinyLlama.generate", "plotting.show"):
+        assert _resolve(good), good
+    for bad in ("blocks.RMSNorm.backward", "Config.no_such_field", "RMSNorm.forwards", "study.cache.nope",
+                "nosuchmodule.thing", "torch.compile", "F.scaled_dot_product_attention", "Path.exists"):
+        assert not _resolve(bad), bad
+
+
+def test_the_code_page_is_in_the_toc_before_the_cluster_page():
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    (part,) = [p for p in toc["parts"] if p["caption"] == "Running it yourself"]
+    files = [c["file"] for c in part["chapters"]]
+    assert "book/code" in files and files.index("book/code") < files.index("book/cluster")
 
 
 # ------------------------------------------------------------------ make test's Chromium step
