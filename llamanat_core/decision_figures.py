@@ -12,7 +12,8 @@ Figures, drawn with the book's style and colour-blind-safe palette (`llamanat_co
   axis with plain tick labels;
 - `solve_curves_figure`: the share of seeds solved by each step, at most two curves a
   panel (the reference and one control); the time is capped, so every run is observed;
-- `seed_strip_figure`: per-seed values of a few comparisons, each seed's two runs joined.
+- `seed_strip_figure`: per-seed values of a few comparisons, each seed's two runs joined
+  by a faint line, the two medians by a thick one.
 
 The verdict colours are `plotting.VERDICT_COLORS`, with `not learned` added here.
 """
@@ -23,9 +24,19 @@ import math
 import numpy as np
 import pandas as pd
 
-from .plotting import CHANCE_COLOR, NEUTRAL, PALETTE, VERDICT_COLORS, chance_line, use_book_style
+from .plotting import (
+    CHANCE_COLOR,
+    NEUTRAL,
+    PALETTE,
+    VERDICT_COLORS,
+    chance_line,
+    legend_outside,
+    margin_label,
+    plain_number,
+    use_book_style,
+)
+from .plotting.style import MINUS
 
-MINUS = "\u2212"
 RATIO_TICKS = (0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50)
 FINE_RATIO_TICKS = (0.25, 0.4, 0.8, 1.25, 2.5, 4)
 COLORS = dict(VERDICT_COLORS, **{"both at chance": PALETTE[4], "not learned": CHANCE_COLOR})
@@ -230,9 +241,13 @@ def ratio_ticks(lo: float, hi: float) -> list[float]:
 
 
 def plain(x: float) -> str:
-    """A tick label as a reader writes it: 0.5, 1, 2, −25 (no 10⁰, no hyphen minus)."""
-    text = f"{x:g}"
-    return text.replace("-", MINUS)
+    """A tick label as a reader writes it: 0.5, 1, 2, −25, 1,000 (no 10⁰, no hyphen minus)."""
+    return plain_number(x)
+
+
+def arm_name(name: str) -> str:
+    """A row's name as the figures print it: `rope_theta=10,000` reads `base 10,000`."""
+    return "base " + name.removeprefix("rope_theta=") if name.startswith("rope_theta=") else name
 
 
 def _format_axis(ax, metric: str, limits) -> None:
@@ -391,7 +406,9 @@ def solve_curves_figure(cells: dict, cap: float, reference: str = "reference", c
 
 def seed_strip_figure(panels: list[dict], width: float = 10.0):
     """Per-seed values of a few comparisons, one panel each: the reference's seeds at the
-    left, the control's at the right, each seed's two runs joined by a line.
+    left, the control's at the right, each seed's two runs joined by a faint line and the
+    two medians by a thick one (forty seeds' lines are a texture; the medians say which way
+    the row moved).
 
     A panel is a dict with `title`, `reference`/`control` (labels), `ref`/`ctl` (values
     per seed, same order), `ylabel`, and optionally `log` (a log axis with plain ticks),
@@ -399,20 +416,22 @@ def seed_strip_figure(panels: list[dict], width: float = 10.0):
     `cap` (a dotted line at the cap of steps)."""
     import matplotlib.pyplot as plt
     import matplotlib.ticker as mticker
+    from matplotlib.lines import Line2D
 
     use_book_style()
-    fig, axes = plt.subplots(1, len(panels), figsize=(width, 3.2), squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(1, len(panels), figsize=(width, 3.5), squeeze=False, layout="constrained")
     for ax, p in zip(axes[0], panels):
         scale = 100.0 if "chance" in p else 1.0
         ref, ctl = np.asarray(p["ref"], float) * scale, np.asarray(p["ctl"], float) * scale
         if ref.shape != ctl.shape:
             raise ValueError("a strip needs one reference and one control value per seed")
         for a, b in zip(ref, ctl):
-            ax.plot([0, 1], [a, b], color=NEUTRAL, lw=0.8, alpha=0.6, zorder=2)
-        ax.scatter(np.zeros(len(ref)), ref, s=20, color="black", zorder=3)
-        ax.scatter(np.ones(len(ctl)), ctl, s=20, color=p.get("color", PALETTE[3]), zorder=3)
+            ax.plot([0, 1], [a, b], color=NEUTRAL, lw=0.7, alpha=0.35, zorder=2)
+        ax.scatter(np.zeros(len(ref)), ref, s=20, color="black", alpha=0.7, lw=0, zorder=3)
+        ax.scatter(np.ones(len(ctl)), ctl, s=20, color=p.get("color", PALETTE[3]), alpha=0.7, lw=0, zorder=3)
+        ax.plot([0, 1], [np.median(ref), np.median(ctl)], color="black", lw=2.4, marker="D", ms=6, zorder=4)
         ax.set_xticks([0, 1])
-        ax.set_xticklabels([p["reference"], p["control"]], fontsize=8.5)
+        ax.set_xticklabels([arm_name(p["reference"]), arm_name(p["control"])], fontsize=8.5)
         ax.set_xlim(-0.4, 1.4)
         ax.set_title(p["title"], fontsize=9)
         ax.set_ylabel(p["ylabel"], fontsize=8.5)
@@ -427,11 +446,13 @@ def seed_strip_figure(panels: list[dict], width: float = 10.0):
             ax.yaxis.set_major_formatter(mticker.FuncFormatter(lambda x, _: f"{x:,.0f}"))
         if "cap" in p:
             ax.axhline(p["cap"], color=CHANCE_COLOR, lw=0.9, ls=":", zorder=1)
-            ax.annotate("cap", xy=(1.0, p["cap"]), xycoords=("axes fraction", "data"), xytext=(-2, -2),
-                        textcoords="offset points", ha="right", va="top", fontsize=7.5, color=CHANCE_COLOR)
+            margin_label(ax, p["cap"], "cap")
         if "chance" in p:
             ax.set_ylim(-3, 103)
             chance_line(ax, p["chance"])
+    handles = [Line2D([], [], color=NEUTRAL, lw=0.7, alpha=0.6, label="one seed's two runs"),
+               Line2D([], [], color="black", lw=2.4, marker="D", ms=6, label="the two medians")]
+    fig.legend(handles=handles, loc="outside lower center", ncol=2, fontsize=8.5)
     return fig
 
 
@@ -452,11 +473,12 @@ def inversion_figure(shifts, pvalues, level: float, interval: tuple[float, float
     ax.set_xlabel(xlabel)
     ax.set_ylabel("p")
     ax.xaxis.set_major_formatter(lambda x, _: plain(x))
-    ax.legend(loc="upper left", fontsize=8)
+    legend_outside(ax, fontsize=8)  # inside, it would cover the shaded interval
     return fig
 
 
 __all__ = ["inversion_figure", "chapter_decisions", "decision_table", "decision_counts",
            "decision_effect_text", "signed", "row_label", "decision_forest", "forest_axes",
            "panel_limits", "ratio_ticks", "plain", "share_solved", "solve_curves_figure",
-           "seed_strip_figure", "is_pending", "arm_values", "paired_values", "difference_sd", "MINUS"]
+           "seed_strip_figure", "arm_name", "is_pending", "arm_values", "paired_values", "difference_sd",
+           "MINUS"]

@@ -115,7 +115,7 @@ def test_ratio_ticks_are_plain_and_inside():
     assert dfig.ratio_ticks(0.15, 5.0) == [0.2, 0.5, 1, 2, 5]
     narrow = dfig.ratio_ticks(0.7, 1.5)
     assert len(narrow) >= 3 and all(0.7 <= t <= 1.5 for t in narrow)
-    assert dfig.plain(-25.0) == "\u221225" and dfig.plain(0.5) == "0.5"
+    assert dfig.plain(-25.0) == "\u221225" and dfig.plain(0.5) == "0.5" and dfig.plain(5000.0) == "5,000"
 
 
 def test_share_solved_counts_runs_solved_by_each_step():
@@ -142,24 +142,53 @@ def test_solve_curves_have_at_most_two_curves_a_panel():
     plt.close(fig)
 
 
-def test_seed_strip_joins_each_seed():
+def test_seed_strip_joins_each_seed_faintly_and_the_medians_boldly():
     import matplotlib.pyplot as plt
 
     panels = [{"title": "a", "reference": "llama", "control": "abs_pos", "ref": [700, 1000, 4800],
                "ctl": [300, 500, 800], "ylabel": "steps", "log": True, "cap": 4800},
               {"title": "b", "reference": "llama", "control": "gelu", "ref": [0.8, 0.7],
-               "ctl": [0.1, 0.09], "ylabel": "accuracy (%)", "chance": 1 / 12}]
+               "ctl": [0.1, 0.09], "ylabel": "accuracy (%)", "chance": 1 / 12},
+              {"title": "c", "reference": "rope_theta=10,000", "control": "rope_theta=10",
+               "ref": [900, 1200], "ctl": [4800, 1500], "ylabel": "steps", "log": True, "cap": 4800}]
     fig = dfig.seed_strip_figure(panels)
-    a, b = fig.axes
+    a, b, c = fig.axes
     joins = [line for line in a.get_lines()
-             if list(line.get_xdata()) == [0, 1] and line.get_linestyle() == "-"]
-    assert len(joins) == 3  # one line per seed
+             if list(line.get_xdata()) == [0, 1] and line.get_linestyle() == "-"]  # not the cap's line
+    faint = [line for line in joins if line.get_linewidth() < 1 and (line.get_alpha() or 1) <= 0.5]
+    (median,) = [line for line in joins if line not in faint]  # the one line drawn to be read
+    assert len(faint) == 3  # one per seed
+    assert list(median.get_ydata()) == [1000, 500]
     fig.canvas.draw()
     assert all(PLAIN.match(t.get_text()) for t in a.get_yticklabels() if t.get_text())
     assert b.get_ylim() == (-3, 103)
+    # the sweep's long names are shortened, and the two names of a panel do not collide
+    assert [t.get_text() for t in c.get_xticklabels()] == ["base 10,000", "base 10"]
+    for ax in (a, b, c):
+        left, right = (t.get_window_extent() for t in ax.get_xticklabels())
+        assert left.x1 < right.x0, ax.get_title()
+    # labels of lines sit right of the axes, off the points at the control's side
+    for ax in (a, b):
+        assert all(t.get_window_extent().x0 >= ax.get_window_extent().x1 for t in ax.texts)
+    (legend,) = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == ["one seed's two runs", "the two medians"]
     with pytest.raises(ValueError):
         dfig.seed_strip_figure([dict(panels[0], ctl=[1, 2])])
     plt.close("all")
+
+
+def test_inversion_figure_keeps_its_legend_off_the_interval():
+    import matplotlib.pyplot as plt
+
+    shifts = np.arange(-50, 51)
+    fig = dfig.inversion_figure(shifts, np.exp(-(shifts / 20.0) ** 2), 0.05, (-35, 35), "shift")
+    (ax,) = fig.axes
+    fig.canvas.draw()
+    assert ax.get_legend().get_window_extent().x0 >= ax.get_window_extent().x1
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "interval (not rejected)", "two-sided p of the shifted data", "the row's level"]
+    assert all(PLAIN.match(t.get_text()) for t in ax.get_yticklabels() if t.get_text())
+    plt.close(fig)
 
 
 def test_paired_values_keeps_unsolved_runs():
@@ -180,7 +209,10 @@ def test_committed_study_rows_have_intervals_inside_their_panels():
 
     _, _, d = dfig.chapter_decisions(SEEDS)
     primary = d[d.primary.astype(bool)]
-    fig = dfig.decision_forest(primary, [[("matrix", "speed")], [("length", "length_12")]])
+    columns = [[("matrix", "speed"), ("sweep", "speed"), ("alphabet", "speed")],  # as the results chapter
+               [("length", "length_8"), ("length", "length_12"), ("sweep", "length_8"),
+                ("sweep", "length_12"), ("alphabet", "length_8")]]
+    fig = dfig.decision_forest(primary, columns)
     for ax in (ax for ax in fig.axes if ax.axison):
         lo, hi = ax.get_xlim()
         assert all(lo < seg[:, 0].min() and seg[:, 0].max() < hi for seg in _bars(ax))

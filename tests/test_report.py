@@ -3,6 +3,7 @@ sentences, chance floors and the strings `display_table` puts on the page."""
 from __future__ import annotations
 
 import math
+import re
 import subprocess
 import sys
 
@@ -230,6 +231,125 @@ def test_length_panels_draw_each_regime_against_pairs_with_a_falling_floor():
     means = [[ln for ln in ax.lines if ln.get_marker() == "o"] for ax in (finite, fresh)]
     assert [len(m) for m in means] == [2, 1]
     assert [t.get_text() for t in fresh.get_legend().get_texts()] == ["llama", "chance (1/pairs)"]
+    plt.close(fig)
+
+
+PLAIN = re.compile(r"^\u2212?\d{1,3}(,\d{3})*(\.\d+)?$")  # 0.001, 5, 1,000, −25: a number as written
+
+
+@pytest.mark.parametrize("x, text", [(0.001, "0.001"), (0.30000000000000004, "0.3"), (5.0, "5"),
+                                     (1000.0, "1,000"), (-25.0, "\u221225"), (1e6, "1,000,000")])
+def test_plain_number_writes_a_tick_as_a_reader_would(x, text):
+    from llamanat_core import plotting
+
+    assert plotting.plain_number(x) == text
+
+
+@pytest.mark.parametrize("lo, hi", [(0.02, 1.2), (0.004, 8000.0), (0.6, 25.0)])
+def test_plain_ticks_leave_no_power_of_ten_on_a_log_axis(lo, hi):
+    """Matplotlib's own log labels read 10⁰ and, on a short axis, 6×10⁰; plain_ticks writes
+    numbers, at least three of them, and no minor labels."""
+    import matplotlib.pyplot as plt
+
+    from llamanat_core import plotting
+
+    plotting.use_book_style()
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [lo, hi])
+    ax.set_yscale("log")
+    plotting.plain_ticks(ax, "y")
+    fig.canvas.draw()
+    lo_view, hi_view = ax.get_ylim()
+    shown = [t.get_text() for t in ax.get_yticklabels()
+             if t.get_text() and lo_view <= t.get_position()[1] <= hi_view]
+    assert len(shown) >= 3 and all(PLAIN.match(x) for x in shown), shown
+    assert not any(t.get_text() for t in ax.get_yticklabels(minor=True))
+    plt.close(fig)
+
+
+def test_png_bytes_of_a_figure_are_the_same_on_every_call():
+    """A constrained layout over shared axes moves a little at each draw; png_bytes lays a
+    figure out once, so a test comparing two renders of one figure compares like with like."""
+    import matplotlib.pyplot as plt
+
+    from llamanat_core import plotting
+
+    plotting.use_book_style()
+    fig, axes = plt.subplots(2, 2, sharex=True, sharey=True, layout="constrained")
+    for ax in axes.flat:
+        ax.plot([100, 1000], [0.1, 3])
+    fig.suptitle("shared axes")
+    first = plotting.png_bytes(fig)
+    assert plotting.png_bytes(fig) == first == plotting.png_bytes(fig)
+    plt.close(fig)
+
+
+def test_chance_label_sits_outside_the_axes_beside_its_line():
+    """A label inside the axes can land on a point at chance (it did, in the sweep chapter)."""
+    import matplotlib.pyplot as plt
+
+    from llamanat_core import plotting
+
+    plotting.use_book_style()
+    fig, ax = plt.subplots()
+    ax.scatter([0.95, 1.0], [12.0, 13.0])  # points at the right end, on the line
+    plotting.chance_line(ax, 1 / 8)
+    fig.canvas.draw()
+    (label,) = ax.texts
+    box, frame = label.get_window_extent(), ax.get_window_extent()
+    assert label.get_text() == "chance 1/8"
+    assert box.x0 >= frame.x1  # right of the axes
+    _, y = ax.transData.transform((0, 12.5))
+    assert box.y0 <= y <= box.y1  # beside the line it names
+    plt.close(fig)
+
+
+def _loss_curves(solved_seeds=(0,), seeds=range(4), steps=range(100, 1300, 100)):
+    """Loss curves of one variant on recall in both regimes: the solved seeds stop early."""
+    rows = []
+    for regime in ("finite", "fresh"):
+        for s in seeds:
+            solved = regime == "fresh" and s in solved_seeds
+            for step in steps[: 6 + s] if solved else steps:
+                rows.append({"variant": "llama", "task": "recall", "answer": "name", "rope_theta": 10_000.0,
+                             "regime": regime, "seed": s, "step": step, "censored": not solved,
+                             "train_loss": 2.0 / (1 + step / 500 + s), "val_loss": 1.5 + s / 10})
+    return pd.DataFrame(rows)
+
+
+def test_loss_figure_draws_seeds_faint_two_medians_a_panel_and_names_only_what_it_draws():
+    import matplotlib.pyplot as plt
+
+    from llamanat_core import plotting
+
+    curves = _loss_curves()
+    fig = plotting.loss_figure(curves, "llama", "recall", hline=math.log(4), hline_label="ln 4")
+    axes = fig.get_axes()
+    assert len(axes) == 4  # solved and unsolved × finite and fresh
+    titles = [ax.get_title() for ax in axes]
+    assert titles == ["finite data: 0 of 4 seeds solved", "fresh data: 1 of 4 seeds solved",
+                      "finite data: 4 of 4 seeds unsolved", "fresh data: 3 of 4 seeds unsolved"]
+    fig.canvas.draw()
+    for ax in axes:
+        data = [ln for ln in ax.get_lines() if ln.get_linestyle() != ":"]
+        thick = [ln for ln in data if ln.get_linewidth() >= 2]
+        assert len(thick) <= 2  # a training and a validation median at most
+        assert all((ln.get_alpha() or 1) <= 0.35 for ln in data if ln not in thick)  # every seed faint
+    for ax in axes[::2]:  # the left column carries the shared axis's labels
+        shown = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+        assert shown and all(PLAIN.match(x) for x in shown), shown
+    empty = axes[0]
+    assert [ln.get_linestyle() for ln in empty.get_lines()] == [":"]  # ln 4 alone
+    assert [t.get_text() for t in empty.texts] == ["no seed solved"]
+    # the fresh solved panel's medians stop where its first seed stops
+    median = [ln for ln in axes[1].get_lines() if ln.get_linewidth() >= 2][0]
+    assert max(median.get_xdata()) == 600
+    (legend,) = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == [
+        "training loss, median", "validation loss, median", "one seed", "ln 4"]
+    plt.close(fig)
+    fig = plotting.loss_figure(curves, "llama", "recall")  # no line drawn, none named
+    assert "ln 4" not in [t.get_text() for t in fig.legends[0].get_texts()]
     plt.close(fig)
 
 

@@ -1,12 +1,14 @@
 """Every figure of the book: one look, the shared figure functions, deterministic PNGs.
 
 style.py      the palette, per-variant, per-task and per-verdict colours, the matplotlib style,
-              `use_book_style`, `show` and `png_bytes` (byte-identical PNGs)
+              `use_book_style`, `show` and `png_bytes` (byte-identical PNGs), plain tick
+              labels (`plain_ticks`: 0.01, 1, 1,000, never 10⁰)
 seeds.py      each seed's value per row (`seed_points`, `seed_curves`), the chance floor
-              of an accuracy axis (`chance_line`), the matrix summary, accuracy per task ×
-              regime at a checkpoint (`accuracy_grid`), accuracy by item length
-              (`length_panels`)
-curves.py     training and validation loss curves, per variant or per group
+              of an accuracy axis (`chance_line`, labelled in the margin: `margin_label`),
+              accuracy per task × regime at a checkpoint (`accuracy_grid`), accuracy by
+              item length (`length_panels`)
+curves.py     training and validation loss curves: per regime, solved and unsolved seeds
+              apart, each seed faint and the median thick
 attention.py  attention maps and the task summaries of `llamanat_core.mechanism`
 
 Chapters import everything from here (`from llamanat_core.plotting import show, ...`).
@@ -30,6 +32,7 @@ from .seeds import (
     chance_line,
     legend_outside,
     length_panels,
+    margin_label,
     seed_curves,
     seed_points,
 )
@@ -53,6 +56,8 @@ from .style import (
     VARIANT_COLORS,
     VERDICT_COLORS,
     VERMILION,
+    plain_number,
+    plain_ticks,
     png_bytes,
     show,
     use_book_style,
@@ -62,7 +67,8 @@ from .style import (
 __all__ = ["DPI", "FIGSIZE", "PALETTE", "NEUTRAL", "BLUE", "ORANGE", "SKY", "GREEN", "VERMILION",
            "PURPLE", "BLACK", "VARIANT_COLORS", "FIGURE_GROUPS", "TASK_COLORS", "CHANCE_COLOR",
            "STYLE", "PNG_METADATA", "PRINT_KWARGS", "use_book_style", "variant_color", "png_bytes",
-           "show", "chance_line", "seed_points", "seed_curves", "legend_outside",
+           "show", "plain_number", "plain_ticks", "chance_line", "margin_label", "seed_points",
+           "seed_curves", "legend_outside",
            "accuracy_grid", "length_panels",
            "loss_curves_axes", "loss_figure", "HEAT_CMAP", "MAP_LABEL",
            "attention_heatmap",

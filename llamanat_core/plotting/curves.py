@@ -3,76 +3,76 @@ per any group of runs.
 """
 from __future__ import annotations
 
-import matplotlib
 import matplotlib.ticker
 
-from .seeds import legend_outside
-from .style import BLUE, CHANCE_COLOR, VERMILION, use_book_style
+from .style import BLUE, CHANCE_COLOR, NEUTRAL, VERMILION, plain_ticks, use_book_style
 
 # ---------------------------------------------------------------- losses
 
+GROUPS = (("solved", False, BLUE), ("unsolved", True, VERMILION))
+"""The rows of a loss figure: (name, the runs' `censored` flag, colour)."""
 
-def loss_curves_axes(ax, curves, seeds=None, solved_color=BLUE, unsolved_color=VERMILION,
-                     log: bool = True, legend: bool = True):
-    """Training (solid) and validation (dashed) loss of each run in `curves` (one variant,
-    task and regime), solved runs in one colour, unsolved in another: a gap opening
+
+def loss_curves_axes(ax, curves, color=BLUE):
+    """Training (solid) and validation (dashed) loss of the runs in `curves` (one variant,
+    task and regime, usually one outcome): each run as a faint line, and the median of the
+    runs as a thick line over the steps every run reaches (a solved run stops early, and a
+    median over the runs still training would jump each time one stops). A gap opening
     between the two lines is memorisation; both flat together is a plateau."""
-    if seeds is not None:
-        curves = curves[curves.seed.isin(seeds)]
-    for (_seed, censored), g in curves.groupby(["seed", "censored"], sort=True):
+    for _seed, g in curves.groupby("seed", sort=True):
         g = g.sort_values("step")
-        color = unsolved_color if censored else solved_color
-        ax.plot(g.step, g.train_loss, color=color, lw=1.1, alpha=0.85)
-        ax.plot(g.step, g.val_loss, color=color, lw=1.1, ls="--", alpha=0.85)
-    if log:
-        ax.set_yscale("log")
+        ax.plot(g.step, g.train_loss, color=color, lw=0.7, alpha=0.3)
+        ax.plot(g.step, g.val_loss, color=color, lw=0.7, ls="--", alpha=0.3)
+    for column, ls in (("train_loss", "-"), ("val_loss", "--")):
+        every = curves.pivot_table(index="step", columns="seed", values=column).dropna()
+        ax.plot(every.index, every.median(axis=1), color=color, lw=2.0, ls=ls)
+    ax.set_yscale("log")
     ax.set_xlabel("training step")
     ax.set_ylabel("loss (nats)")
     ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda t, _: f"{t:,.0f}"))
-    from matplotlib.lines import Line2D
-    handles = [Line2D([], [], color=solved_color, lw=1.5, label="solved seeds"),
-               Line2D([], [], color=unsolved_color, lw=1.5, label="unsolved seeds"),
-               Line2D([], [], color="0.3", lw=1.1, label="training"),
-               Line2D([], [], color="0.3", lw=1.1, ls="--", label="validation")]
-    if legend:
-        legend_outside(ax, handles=handles, fontsize=8)
     return ax
 
 
 def loss_figure(curves, variant: str, task: str, regimes=("finite", "fresh"), hline: float | None = None,
                 hline_label: str | None = None):
-    """Training vs validation loss of every seed of one variant and task, a panel per regime."""
+    """Training vs validation loss of every seed of one variant and task: a column per
+    regime, a row for the seeds that solved and one for those that did not (each panel its
+    seeds faint and their median thick). `hline` draws a dotted line (e.g. at ln 4) in every
+    panel, named `hline_label` in the legend."""
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     from ..comparisons import variant_rows
 
     use_book_style()
-    fig, axes = plt.subplots(1, len(regimes), figsize=(4.2 * len(regimes) + 0.6, 3.4),
-                             sharey=True, squeeze=False)
-    for ax, regime in zip(axes[0], regimes):
-        g = variant_rows(curves, variant, task, regime)
-        if g.empty:
+    fig, axes = plt.subplots(len(GROUPS), len(regimes), figsize=(4.0 * len(regimes) + 1.0, 5.2),
+                             sharex=True, sharey=True, squeeze=False, layout="constrained")
+    for j, regime in enumerate(regimes):
+        runs = variant_rows(curves, variant, task, regime)
+        if runs.empty:
             raise ValueError(f"no curves for {variant} on {task} in the {regime} regime")
-        loss_curves_axes(ax, g, legend=ax is axes[0][-1])
-        if hline is not None:
-            _reference_line(ax, hline, hline_label)
-        ax.set_title(f"{variant}, {task}, {regime} data")
-    for ax in axes[0][1:]:
-        ax.set_ylabel("")
-    fig.tight_layout()
+        n = runs.seed.nunique()
+        for i, (name, censored, color) in enumerate(GROUPS):
+            ax, g = axes[i, j], runs[runs.censored == censored]
+            k = g.seed.nunique()
+            if k:
+                loss_curves_axes(ax, g, color)
+            else:  # an empty row keeps its panel, so the grid reads the same in every figure
+                ax.text(0.5, 0.5, f"no seed {name}", transform=ax.transAxes, ha="center", va="center",
+                        fontsize=9, style="italic", color=CHANCE_COLOR)
+            if hline is not None:
+                ax.axhline(hline, color=CHANCE_COLOR, lw=0.9, ls=":")
+            ax.set_title(f"{regime} data: {k} of {n} seeds {name}", fontsize=9.5, color=color)
+            ax.set_xlabel("training step" if i == len(GROUPS) - 1 else "")
+            ax.set_ylabel("loss (nats)" if j == 0 else "")
+    for ax in axes.flat:  # the shared axis, once every panel has set its limits
+        ax.set_yscale("log")
+        plain_ticks(ax, "y")
+    fig.suptitle(f"{variant}, {task}", fontsize=11, fontweight="bold")
+    handles = [Line2D([], [], color=NEUTRAL, lw=2.0, label="training loss, median"),
+               Line2D([], [], color=NEUTRAL, lw=2.0, ls="--", label="validation loss, median"),
+               Line2D([], [], color=NEUTRAL, lw=0.7, alpha=0.6, label="one seed")]
+    if hline is not None and hline_label:
+        handles.append(Line2D([], [], color=CHANCE_COLOR, lw=0.9, ls=":", label=hline_label))
+    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=8.5)
     return fig
-
-
-# ---------------------------------------------------------------- losses, any rows
-# `loss_figure` draws a variant's reference configuration (name answers, base 10,000). A
-# chapter that compares other rows (RoPE bases, answer formulations) passes the curves of
-# each row itself.
-
-
-def _reference_line(ax, y: float, label: str | None) -> None:
-    """A dotted horizontal line at loss `y` (e.g. ln 4), labelled at the right edge."""
-    ax.axhline(y, color=CHANCE_COLOR, lw=0.9, ls=":")
-    if label:
-        ax.annotate(label, xy=(1.0, y), xycoords=("axes fraction", "data"),
-                    xytext=(-2, 2), textcoords="offset points", ha="right", va="bottom",
-                    fontsize=7.5, color=CHANCE_COLOR)

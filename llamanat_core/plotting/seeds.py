@@ -17,17 +17,23 @@ def _label(index) -> str:
 
 
 def chance_line(ax, chance: float, percent: bool = True, label: bool = True):
-    """The chance floor of an accuracy axis: a dotted line, labelled 'chance 1/4' at the
-    right edge (inside the axes, above the line)."""
+    """The chance floor of an accuracy axis: a dotted line, labelled 'chance 1/4' just
+    outside the right edge of the axes, beside the line's end, where it covers no data."""
     from ..report import chance_label
 
     y = 100 * chance if percent else chance
     ax.axhline(y, color=CHANCE_COLOR, lw=0.9, ls=":", zorder=1)
     if label:
-        ax.annotate(f"chance {chance_label(chance)}", xy=(1.0, y), xycoords=("axes fraction", "data"),
-                    xytext=(-2, 2), textcoords="offset points", ha="right", va="bottom",
-                    fontsize=7.5, color=CHANCE_COLOR)
+        margin_label(ax, y, f"chance {chance_label(chance)}")
     return ax
+
+
+def margin_label(ax, y: float, text: str):
+    """`text` just outside the right edge of `ax`, centred on height `y` (data): a label for
+    a horizontal line that never lands on a point or a curve."""
+    return ax.annotate(text, xy=(1.0, y), xycoords=("axes fraction", "data"), xytext=(3, 0),
+                       textcoords="offset points", ha="left", va="center", fontsize=7.5,
+                       color=CHANCE_COLOR, annotation_clip=False)
 
 
 def seed_points(ax, table, percent: bool = True, color=BLUE, label_rotation=0,

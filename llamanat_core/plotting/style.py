@@ -17,6 +17,7 @@ import sys
 import warnings
 
 import matplotlib
+import numpy as np
 
 DPI = 110  # pixels per inch of every PNG in the book
 FIGSIZE = (7.0, 3.6)  # inches: a full-width figure at the book's text width
@@ -72,6 +73,7 @@ STYLE = {
     "legend.fontsize": 9,
     "lines.linewidth": 1.6,
     "lines.markersize": 5,
+    "axes.formatter.useoffset": False,  # a tick reads 1,205, never "+1.2e3" beside the axis
     "svg.hashsalt": "llamanat",  # SVG ids stay fixed if anyone ever renders SVG
     "svg.fonttype": "path",
     "path.simplify": True,
@@ -108,10 +110,16 @@ def variant_color(name: str) -> str:
 
 
 def png_bytes(fig) -> bytes:
-    """The exact PNG the book shows for `fig` (for tests and for byte comparisons)."""
+    """The exact PNG the book shows for `fig` (for tests and for byte comparisons). The
+    figure's layout is fixed by the first call: later calls give the same bytes."""
     from io import BytesIO
 
     buf = BytesIO()
+    # A layout engine places the axes anew at every draw, and over shared axes the places
+    # move a little from one draw to the next: lay the figure out once and keep it, so the
+    # first PNG of a figure is the same as every later one.
+    fig.draw_without_rendering()
+    fig.set_layout_engine("none")
     fig.savefig(buf, format="png", dpi=DPI, facecolor=fig.get_facecolor(), **PRINT_KWARGS)
     return buf.getvalue()
 
@@ -125,6 +133,33 @@ def show(fig) -> None:
 
         display(Image(data=png_bytes(fig), format="png"))
     plt.close(fig)
+
+
+MINUS = "\u2212"
+
+
+def plain_number(x: float) -> str:
+    """A number as a reader writes it: 0.001, 0.5, 2, 1,000, −25 (no 10⁰, no 1e-3, no
+    hyphen for a minus sign)."""
+    x = float(f"{x:.6g}")  # drop the float noise a locator leaves (0.30000000000000004)
+    text = f"{x:,.0f}" if x == round(x) else np.format_float_positional(x, trim="-")
+    return text.replace("-", MINUS)
+
+
+def plain_ticks(ax, axis: str = "y") -> None:
+    """Plain tick labels on one axis of `ax`, linear or log: no 10ⁿ, no ×10ⁿ minor labels,
+    no offset. On a log axis spanning under three decades the ticks are 1, 2, 5 per decade,
+    so at least a few carry a label. Call it once the axis limits are final."""
+    import matplotlib.ticker as mticker
+
+    a = ax.xaxis if axis == "x" else ax.yaxis
+    if a.get_scale() == "log":
+        lo, hi = sorted(ax.get_xlim() if axis == "x" else ax.get_ylim())
+        subs = (1.0, 2.0, 5.0) if np.log10(hi / lo) < 3 else (1.0,)
+        a.set_major_locator(mticker.LogLocator(base=10, subs=subs))
+        a.set_minor_locator(mticker.LogLocator(base=10, subs=np.arange(2, 10)))
+    a.set_major_formatter(mticker.FuncFormatter(lambda v, _: plain_number(v)))
+    a.set_minor_formatter(mticker.NullFormatter())
 
 
 VERDICT_COLORS = {"better": GREEN, "worse": VERMILION, "equivalent": BLUE,
