@@ -11,13 +11,11 @@ export PYTHONHASHSEED := 0
 
 .PHONY: venv study chapters figures book browser test test-fast test-slow lint bench clean lab
 
-# pip byte-compiles what it installs on one core (a minute of the install); compileall
-# does the same on every core. Like pip it skips the files that do not compile for this
-# Python (torch ships some in 3.12 syntax), hence -qq and `|| true`.
+# --no-compile: pip would byte-compile every file it installs (a minute on one core), and
+# the tests import a small part of them; Python compiles those on first import instead.
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --no-compile -r requirements.txt
-	$(BIN)/python -m compileall -qq -j 0 $(VENV)/lib || true
 	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 

@@ -50,6 +50,7 @@ from llamanat_core.train import TaskSpec, batch_order, score
 from llamanat_core.util import torch_threads
 
 BATCH, REPEATS, STEPS_PER_REPEAT, WARMUP = 64, 7, 20, 10
+PROFILED_STEPS = 50  # steps under the profiler in `gemm_profile`
 GEMMS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
 
 
@@ -185,7 +186,7 @@ def step_part(name: str) -> str:
     return OVERHEAD
 
 
-def gemm_profile(step, batches, steps: int = 50) -> tuple[float, Counter, Counter]:
+def gemm_profile(step, batches, steps: int | None = None) -> tuple[float, Counter, Counter]:
     """(CPU ms per step inside matrix multiplies, Counter of (m, k, n) per step,
     Counter of CPU ms per step by part of the step, see `step_part`) for `step`.
 
@@ -193,6 +194,7 @@ def gemm_profile(step, batches, steps: int = 50) -> tuple[float, Counter, Counte
     or a compiled one built with the Python wrapper (see `profiled_graph`).
     """
     from torch.profiler import ProfilerActivity, profile
+    steps = PROFILED_STEPS if steps is None else steps
     for i in range(WARMUP):
         step(batches[i % len(batches)])
     with quiet_native_stderr(), profile(activities=[ProfilerActivity.CPU],

@@ -168,7 +168,7 @@ def test_study_plan_bound_measures_a_step_and_its_matrix_multiplies(monkeypatch)
 
     small = train_step.task_batches
     monkeypatch.setattr(train_step, "task_batches", lambda task: small(task, n_items=200, batch=8, steps=6))
-    for name, value in (("REPEATS", 2), ("STEPS_PER_REPEAT", 3), ("WARMUP", 1)):
+    for name, value in (("REPEATS", 2), ("STEPS_PER_REPEAT", 3), ("WARMUP", 1), ("PROFILED_STEPS", 3)):
         monkeypatch.setattr(train_step, name, value)
     eager = lambda model, answer_len, *_, **__: FastStep(model, answer_len, 1e-3, 1.0, compile=False)  # noqa: E731
     monkeypatch.setattr(train_step, "profiled_graph", eager)
