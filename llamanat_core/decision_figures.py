@@ -184,7 +184,10 @@ def decision_counts(decisions: pd.DataFrame) -> dict:
 
 def arm_values(runs: pd.DataFrame, arm: tuple, column: str) -> pd.Series:
     """One row's value per seed (indexed by seed) from `comparisons.runs_table`; `arm` is
-    a decision's `reference_arm` or `control_arm`: (task, variant, regime, rope_theta, answer)."""
+    a decision's `reference_arm` or `control_arm`: (task, variant, regime, rope_theta, answer).
+    A row with no arms (a family no row learns, reported as one row) has no values."""
+    if not isinstance(arm, tuple):
+        return pd.Series(dtype=float, name=column, index=pd.Index([], name="seed", dtype=int))
     task, variant, regime, theta, answer = arm
     keep = ((runs.task == task) & (runs.variant == variant) & (runs.regime == regime)
             & np.isclose(runs.rope_theta, theta) & (runs.answer == answer))

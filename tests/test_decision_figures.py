@@ -200,6 +200,9 @@ def test_paired_values_keeps_unsolved_runs():
                      "control_arm": ("addition", "x", "finite", 10000.0, "name")})
     pair = dfig.paired_values(runs, row, "solve_step")
     assert list(pair.index) == [0] and pair.loc[0, "reference"] == 500 and np.isnan(pair.loc[0, "control"])
+    nobody = pd.Series({"reference_arm": np.nan, "control_arm": np.nan})  # "not learned": one row, no arms
+    empty = dfig.paired_values(runs, nobody, "solve_step")
+    assert empty.empty and list(empty.columns) == ["reference", "control"]
 
 
 def test_committed_study_rows_have_intervals_inside_their_panels():
