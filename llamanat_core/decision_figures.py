@@ -35,7 +35,7 @@ from .plotting import (
     plain_number,
     use_book_style,
 )
-from .plotting.style import MINUS
+from .report import MINUS
 
 RATIO_TICKS = (0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50)
 FINE_RATIO_TICKS = (0.25, 0.4, 0.8, 1.25, 2.5, 4)

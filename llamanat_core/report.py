@@ -13,6 +13,7 @@ model that has learnt the answer's format but not the task.
 from __future__ import annotations
 
 import math
+import re
 import sys
 
 import numpy as np
@@ -29,6 +30,9 @@ METRIC_NAMES = {
 
 # ---------------------------------------------------------------- formatters
 # One name per format, used by every table and sentence below.
+
+MINUS = "\u2212"
+"""The minus sign the prose prints (−0.38); tables and tick labels use it too, never "-"."""
 
 def pct(x: float, digits: int = 1) -> str:
     """0.715 -> '71.5%'"""
@@ -92,6 +96,30 @@ def thousands(table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def signed_number(x: float, digits: int) -> str:
+    """`x` to `digits` decimals with thousands separators and a true minus sign; a value
+    that rounds to zero is written without a sign (0.000, not −0.000)."""
+    text = f"{x:,.{digits}f}"
+    return text.lstrip("-") if float(text.replace(",", "")) == 0 else text.replace("-", MINUS)
+
+
+def readable(table: pd.DataFrame, digits: int, index_digits: int | None = None) -> pd.DataFrame:
+    """A numeric table written as the prose writes numbers: floats to `digits` decimals
+    (the index's to `index_digits`, by default the same) with a true minus sign, integers
+    with thousands separators."""
+    def cell(v, places=digits):
+        if isinstance(v, (float, np.floating)):
+            return signed_number(float(v), places)
+        if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)):
+            return f"{int(v):,}".replace("-", MINUS)
+        return v
+    out = table.map(cell)
+    places = digits if index_digits is None else index_digits
+    out.index = pd.Index([cell(v, places) for v in table.index], name=table.index.name)
+    out.columns = pd.Index([cell(v) for v in table.columns], name=table.columns.name)
+    return out
+
+
 def _label(index) -> str:
     return " / ".join(str(i) for i in index) if isinstance(index, tuple) else str(index)
 
@@ -113,8 +141,12 @@ def _myst_glue():
     return glue
 
 
+_HYPHEN_MINUS = re.compile(r"(?<![\w.])-(?=\d)")  # "-0.27", "[-3, 1]"; not "4-pair", "1e-3"
+
+
 def glue_all(values: dict) -> None:
-    """Glue each value for `{glue:text}` in Markdown, as a plain Python str/int/float."""
+    """Glue each value for `{glue:text}` in Markdown, as a plain Python str/int/float. In
+    text, a negative number's hyphen becomes the minus sign the prose prints."""
     glue = _myst_glue()
 
     for name, value in values.items():
@@ -122,6 +154,8 @@ def glue_all(values: dict) -> None:
             value = value.item()
         if not isinstance(value, (str, int, float)):
             raise TypeError(f"glue {name!r}: expected str/int/float, got {type(value).__name__}")
+        if isinstance(value, str):
+            value = _HYPHEN_MINUS.sub(MINUS, value)
         glue(name, value, display=False)
 
 

@@ -126,3 +126,43 @@ def test_the_shape_benchmark_counts_what_a_chapter_holds():
     assert methods["exercises"] == len(re.findall(r"^### Exercise \d", text, re.M)) >= 3
     assert methods["lines"] == len(text.splitlines()) and methods["words"] > 1_000
     assert methods["figures"] >= 1 and methods["in view"] == text.count(":pyobject:")
+
+
+# ---------------------------------------------------------------- numbers as the prose writes them
+
+ARTIFACTS = sorted((ROOT / "artifacts").glob("*.ipynb"))
+HYPHEN_NUMBER = re.compile(r"(?<![\w.\[(-])-\d")      # "-0.38" (a hyphen for a minus sign)
+RAW_INTEGER = re.compile(r"(?<![\w.,#-])\d{5,}(?![\w.,])")  # "102528" (no thousands separator)
+
+
+def printed_numbers_problems(nb: dict) -> list[str]:
+    """Numbers a chapter prints the wrong way, in its glued text and its HTML tables."""
+    problems = []
+    for cell in nb["cells"]:
+        for out in cell.get("outputs", []):
+            data, glued = out.get("data", {}), "scrapbook" in out.get("metadata", {})
+            texts = [v for k, v in data.items() if (glued and k.endswith("text/plain")) or k == "text/html"]
+            for text in ("".join(t) for t in texts):
+                text = re.sub(r"<[^>]+>|#[0-9a-fA-F]{6}", " ", text)  # tags and colours are not prose
+                problems += [f"hyphen for minus: {m.group()!r}" for m in HYPHEN_NUMBER.finditer(text)]
+                problems += [f"no thousands separator: {m.group()!r}" for m in RAW_INTEGER.finditer(text)]
+    return problems
+
+
+@pytest.mark.parametrize("path", ARTIFACTS, ids=[p.stem for p in ARTIFACTS])
+def test_chapters_print_numbers_as_the_prose_writes_them(path):
+    import json
+    problems = printed_numbers_problems(json.loads(path.read_text()))
+    assert not problems, f"{path.stem}: " + "; ".join(sorted(set(problems))[:10])
+
+
+def test_the_printed_number_check_finds_a_hyphen_and_a_raw_integer():
+    glued = {"output_type": "display_data", "metadata": {"scrapbook": {"name": "x"}},
+             "data": {"application/papermill.record/text/plain": "'-0.27 of 102528'"}}
+    table = {"output_type": "execute_result",
+             "data": {"text/html": "<td>-1.5</td><td style='color:#123456'>3</td>"}}
+    fine = {"output_type": "display_data", "metadata": {"scrapbook": {"name": "y"}},
+            "data": {"application/papermill.record/text/plain": "'−0.27 of 102,528 (4-pair, 1e-3)'"}}
+    nb = {"cells": [{"cell_type": "code", "outputs": [glued, table, fine]}]}
+    assert sorted(printed_numbers_problems(nb)) == ["hyphen for minus: '-0'", "hyphen for minus: '-1'",
+                                                    "no thousands separator: '102528'"]

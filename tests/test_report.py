@@ -112,6 +112,18 @@ def test_glue_all_accepts_plain_values_only(monkeypatch):
     assert seen == {"n": 5, "s": "text", "f": 0.5} and type(seen["n"]) is int
     with pytest.raises(TypeError, match="expected str/int/float"):
         report.glue_all({"bad": [1, 2]})
+    report.glue_all({"neg": "-0.27", "ci": "[-3.5, -1]", "words": "4-pair items, 1e-3, 2026-12-04, -W"})
+    assert seen["neg"] == "−0.27" and seen["ci"] == "[−3.5, −1]"
+    assert seen["words"] == "4-pair items, 1e-3, 2026-12-04, -W"
+
+
+def test_readable_tables_write_numbers_as_the_prose_does():
+    table = pd.DataFrame({"x": [-0.3791, 0.00004, -0.00004], "n": [102528, -2, 7]},
+                         index=pd.Index([-3.0, 0.0, 1.5], name="z"))
+    out = report.readable(table, 3, index_digits=1)
+    assert list(out.x) == ["−0.379", "0.000", "0.000"] and list(out.n) == ["102,528", "−2", "7"]
+    assert list(out.index) == ["−3.0", "0.0", "1.5"] and out.index.name == "z"
+    assert report.signed_number(-1234.5, 1) == "−1,234.5"
 
 
 def test_glue_is_myst_nbs_without_the_iri_grammars():

@@ -19,6 +19,8 @@ import warnings
 import matplotlib
 import numpy as np
 
+from ..report import MINUS
+
 DPI = 110  # pixels per inch of every PNG in the book
 FIGSIZE = (7.0, 3.6)  # inches: a full-width figure at the book's text width
 PNG_METADATA = {"Software": None}  # no matplotlib version string in the file
@@ -133,9 +135,6 @@ def show(fig) -> None:
 
         display(Image(data=png_bytes(fig), format="png"))
     plt.close(fig)
-
-
-MINUS = "\u2212"
 
 
 def plain_number(x: float) -> str:
