@@ -62,14 +62,18 @@ browser:
 	@tools/ensure_chromium.sh
 
 # Every check but the slow tier, in order: Chromium present; lint; the committed runs
-# re-fitted for their first steps on this CPU (`llamanat verify`); the book build from the
-# committed chapters, with warnings as errors; then one session of the unit and pipeline
-# tests, nbval on the committed chapters and the browser test on the pages just built (its
-# waits for pages overlap other tests).
+# re-fitted for their first steps on this CPU (`llamanat verify`, one core) beside the book
+# build from the committed chapters with warnings as errors (the other core); then one
+# session of the unit and pipeline tests, nbval on the committed chapters and the browser
+# test on the pages just built (its waits for pages overlap other tests).
+VERIFY_LOG = _build/verify.log
+
 test: browser venv
 	$(BIN)/ruff check llamanat_core tests benchmarks
-	$(BIN)/llamanat verify
-	$(BOOK_BUILD)
+	mkdir -p _build
+	$(BIN)/llamanat verify > $(VERIFY_LOG) 2>&1 & verify=$$!; \
+		$(BOOK_BUILD); built=$$?; wait $$verify; verified=$$?; \
+		cat $(VERIFY_LOG); test $$built -eq 0 && test $$verified -eq 0
 	LLAMANAT_REQUIRE_BOOK=1 $(BIN)/python -m pytest tests artifacts/*.ipynb $(NBVAL) $(PARALLEL) \
 		-m "not slow"
 
