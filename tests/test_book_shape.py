@@ -6,7 +6,8 @@ a chapter (that lives on the "What changed" page); the study's apparatus (decisi
 solve curves, per-seed strips and tables) only in the results chapter; and a last
 section `## Exercises` with three to five `### Exercise N (kind): title` subsections, at
 least one of kind *predict*, each followed by its solution: a code cell tagged
-`hide-cell` (collapsed in the book) that ends in an assertion.
+`hide-cell` (collapsed in the book) that ends in an assertion. Every other `## ` section
+sets its key sentence in bold, the one a reader would put on a slide (d2l's practice).
 """
 from __future__ import annotations
 
@@ -22,6 +23,10 @@ MAX_LINES, MAX_WORDS = 700, 2_600
 EXERCISE = re.compile(r"^### Exercise (\d+) \((predict|change|derive|extend|explain)\): \S")
 APPARATUS = ("decision_table(", "solve_curves_figure(", "seed_strip_figure(", "seed_table(")
 APPARATUS_HOME = {"results", "methods"}
+
+KEY_WORDS = 6  # a bold span this long is a sentence, not an emphasised word or a label
+LIST_LABEL = re.compile(r"^[ \t]*(?:[-*+]|\d+\.)[ \t]+\*\*[^*\n]+\*\*", re.M)  # `- **Label.** ...`
+BOLD = re.compile(r"\*\*(.+?)\*\*", re.S)
 
 NOT_YET: set[str] = set()
 """Chapters still being brought to the shape: each is expected to fail (strictly, so a
@@ -39,6 +44,20 @@ def prose_words(nb) -> int:
     text = re.sub(r"```.*?```", " ", text, flags=re.S)           # directives (figures, code in view)
     text = re.sub(r"\{glue:text\}`[^`]*`", "N", text)             # a glued number is one word
     return len(re.findall(r"[A-Za-z0-9][\w'’\-.,%×/]*", text))
+
+
+def sections_without_key_sentence(nb) -> list[str]:
+    """Titles of the `## ` sections (Exercises aside) with no bold span of at least
+    KEY_WORDS words outside the bold lead-ins of list items."""
+    text = "\n\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    text = re.sub(r"```.*?```", " ", text, flags=re.S)           # directives are not prose
+    missing = []
+    for section in re.split(r"^(?=## )", text, flags=re.M)[1:]:
+        title = section.splitlines()[0][3:].strip()
+        prose = LIST_LABEL.sub("", section)
+        if title != "Exercises" and not any(len(s.split()) >= KEY_WORDS for s in BOLD.findall(prose)):
+            missing.append(title)
+    return missing
 
 
 def exercise_problems(nb) -> list[str]:
@@ -86,6 +105,8 @@ def test_chapter_has_the_books_shape(path):
         problems.append(f"{words} words of prose (about 2,500 at most)")
     if re.search(r"\b(first|second|third) edition\b", text, re.I):
         problems.append("edition history inside a chapter (it belongs on the What changed page)")
+    problems += [f"section '{title}' has no key sentence in bold"
+                 for title in sections_without_key_sentence(nb)]
     if path.stem not in APPARATUS_HOME:
         problems += [f"shows the study's apparatus ({a}...) that lives in the results chapter"
                      for a in APPARATUS if a in text]
@@ -107,6 +128,19 @@ def test_the_exercise_check_finds_what_is_wrong():
     problems = exercise_problems(jupytext.reads(unnamed, fmt="md:myst"))
     assert problems[0].startswith("heading '### Exercise 1 (guess)")
     assert exercise_problems(jupytext.reads("## Summary\n", fmt="md:myst")) == ["no '## Exercises' section"]
+
+
+def test_the_key_sentence_check_finds_a_section_without_one():
+    page = ("# T\n\n## Has one\n\nIntro. **The score depends on the offset, never on the place.**\n\n"
+            "## Labels only\n\n- **Not long context, nor anything at scale.** Two layers.\n"
+            "  * **Nested labels do not count either, however long.** x\n\n"
+            "## Emphasis only\n\nIt is **which** norm, and **where** it sits.\n\n"
+            "```{figure} a.png\n**a bold caption inside a directive is not prose**\n```\n\n"
+            "## Exercises\n\nNo key sentence needed here.\n")
+    assert sections_without_key_sentence(jupytext.reads(page, fmt="md:myst")) == ["Labels only",
+                                                                                   "Emphasis only"]
+    fixed = page.replace("Two layers.", "Two layers. **The rows say nothing about long context.**")
+    assert sections_without_key_sentence(jupytext.reads(fixed, fmt="md:myst")) == ["Emphasis only"]
 
 
 def test_prose_words_count_glued_numbers_as_one_word_and_skip_directives():
