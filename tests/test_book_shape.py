@@ -200,3 +200,14 @@ def test_the_printed_number_check_finds_a_hyphen_and_a_raw_integer():
     nb = {"cells": [{"cell_type": "code", "outputs": [glued, table, fine]}]}
     assert sorted(printed_numbers_problems(nb)) == ["hyphen for minus: '-0'", "hyphen for minus: '-1'",
                                                     "no thousands separator: '102528'"]
+
+
+@pytest.mark.parametrize("path", ARTIFACTS, ids=[p.stem for p in ARTIFACTS])
+def test_chapters_print_no_warnings(path):
+    """A warning in a committed chapter is a reader-visible defect, and its text holds
+    machine paths that differ between checkouts (nbval would fail on another clone)."""
+    import json
+    nb = json.loads(path.read_text())
+    stderr = [o.get("text", "") for c in nb["cells"] for o in c.get("outputs", [])
+              if o.get("name") == "stderr"]
+    assert not stderr, f"{path.stem} prints to stderr: {''.join(stderr[0])[:200]}"
