@@ -92,7 +92,7 @@ def thousands(table: pd.DataFrame) -> pd.DataFrame:
     out = table.copy()
     for c in out.columns:
         if pd.api.types.is_integer_dtype(out[c]) and not pd.api.types.is_bool_dtype(out[c]):
-            out[c] = [f"{int(v):,}" for v in out[c]]
+            out[c] = [integer_text(v) for v in out[c]]
     return out
 
 
@@ -111,7 +111,7 @@ def readable(table: pd.DataFrame, digits: int, index_digits: int | None = None) 
         if isinstance(v, (float, np.floating)):
             return signed_number(float(v), places)
         if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)):
-            return f"{int(v):,}".replace("-", MINUS)
+            return signed_number(float(v), 0)
         return v
     out = table.map(cell)
     places = digits if index_digits is None else index_digits
