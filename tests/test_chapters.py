@@ -239,23 +239,6 @@ def without_volatile_outputs(text: str) -> str:
 
 
 @pytest.mark.notebook
-def test_injected_parameters_are_recorded_and_leave_nothing_volatile(tmp_path):
-    """Executed with parameters (the sweep: the cheapest chapter that takes seeds), a
-    chapter records them and injects them once, and keeps no metadata that would differ
-    between two executions (that two executions are the same bytes is the round trip's
-    check, on the same chapter)."""
-    params = {"seeds": [0], "fresh": False}
-    (out,) = run_chapters(["sweep"], params, out_dir=tmp_path)
-    text = out.read_text()
-    nb = nbformat.reads(text, as_version=4)
-    assert nb.metadata.papermill["parameters"] == params
-    injected = [c for c in nb.cells if c.id == INJECTED_ID]
-    assert len(injected) == 1 and "seeds = [0]" in injected[0].source
-    for volatile in VOLATILE_METADATA:
-        assert volatile not in text, f"volatile metadata {volatile!r} survived sanitising"
-
-
-@pytest.mark.notebook
 def test_a_string_from_papermills_p_fails_in_the_check_cell_with_the_right_syntax(tmp_path):
     """`papermill chapters/sweep.md out.ipynb -p seeds "[0,1]"` hands the chapter a string;
     the cell after the parameters stops it there, naming the parameter and the syntax,
@@ -289,12 +272,19 @@ def test_fresh_run_with_a_tiny_budget_executes(path, tmp_path, fresh_runs):
     share one such folder, as a reader's chapters share .fresh/: a run one chapter trained
     is the next one's cache hit. Four steps is the smallest cap that keeps four distinct
     checkpoints (its quarters); a tiny budget evaluates every step, so each step saved is
-    an evaluation saved."""
+    an evaluation saved. Executed with parameters, the chapter records them, injects them
+    once, and keeps no metadata that would differ between two executions (that two
+    executions are the same bytes is the round trip's check)."""
     params = {"fresh": True, "steps": 4, "seeds": [0]}
     fresh_dir = fresh_runs
     (out,) = run_chapters([path.stem], params, out_dir=tmp_path / "out", fresh_dir=fresh_dir)
-    nb = read(out)
+    text = out.read_text()
+    for volatile in VOLATILE_METADATA:
+        assert volatile not in text, f"volatile metadata {volatile!r} survived sanitising"
+    nb = nbformat.reads(text, as_version=4)
     assert nb.metadata.papermill["parameters"] == params
+    injected = [c for c in nb.cells if c.id == INJECTED_ID]
+    assert len(injected) == 1 and "seeds = [0]" in injected[0].source and "fresh = True" in injected[0].source
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert all(c.execution_count is not None for c in code), "a code cell did not execute"
     assert [c.source for c in nb.cells if c.id != INJECTED_ID] == [c.source for c in read(path).cells]
@@ -576,11 +566,10 @@ def test_notebooks_and_the_ray_file_are_each_one_unit_of_work():
 
 
 @pytest.mark.notebook
-@pytest.mark.parametrize("altered", [False, True])
-def test_nbval_compares_figures_byte_for_byte(tmp_path, altered):
+def test_nbval_compares_figures_byte_for_byte(tmp_path):
     """tests/nbval_figures.py makes nbval compare PNG outputs (as digests): a notebook whose
     stored figure differs by one byte from what its cell draws fails; the same notebook
-    with the true figure passes."""
+    with the true figure passes (both in one nbval session)."""
     import os
     import subprocess
     import sys
@@ -594,17 +583,16 @@ def test_nbval_compares_figures_byte_for_byte(tmp_path, altered):
             "display(Image(buf.getvalue()))")
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(draw)])
     NotebookClient(nb, kernel_name="python3").execute()
+    nbformat.write(nb, str(tmp_path / "true.ipynb"))
     (out,) = [o for o in nb.cells[0].outputs if "image/png" in o.get("data", {})]
-    if altered:
-        png = out["data"]["image/png"]
-        out["data"]["image/png"] = png[:100] + ("A" if png[100] != "A" else "B") + png[101:]
-    path = tmp_path / "figure.ipynb"
-    nbformat.write(nb, str(path))
+    png = out["data"]["image/png"]
+    out["data"]["image/png"] = png[:100] + ("A" if png[100] != "A" else "B") + png[101:]
+    nbformat.write(nb, str(tmp_path / "altered.ipynb"))
     env = dict(os.environ, PYTHONPATH=str(ROOT / "tests"))
     command = [sys.executable, "-m", "pytest", "-p", "nbval_figures", "--nbval", "--nbval-current-env",
-               "-q", "-p", "no:cacheprovider", str(path)]
+               "-q", "-rA", "-p", "no:cacheprovider", "true.ipynb", "altered.ipynb"]
     result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    if altered:
-        assert result.returncode == 1 and "PNG sha256:" in result.stdout, result.stdout[-2000:]
-    else:
-        assert result.returncode == 0, result.stdout[-2000:]
+    summary = result.stdout[-2000:]
+    assert result.returncode == 1 and "PNG sha256:" in result.stdout, summary
+    assert re.search(r"^PASSED true\.ipynb::Cell 0", result.stdout, re.M), summary
+    assert re.search(r"^FAILED altered\.ipynb::Cell 0", result.stdout, re.M), summary

@@ -109,15 +109,17 @@ class Server:
             self.log.close()
 
 
-@pytest.fixture
-def server(tmp_path):
-    srv = Server(tmp_path)
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """One server for the module's tests (a start costs a few seconds)."""
+    tmp = tmp_path_factory.mktemp("lab")
+    srv = Server(tmp)
     try:
         srv.wait_ready()
         yield srv
     finally:
         srv.stop()
-        shutil.rmtree(tmp_path / "JUPYTER_RUNTIME_DIR", ignore_errors=True)
+        shutil.rmtree(tmp / "JUPYTER_RUNTIME_DIR", ignore_errors=True)
 
 
 def test_the_server_refuses_requests_without_the_token(server):

@@ -15,9 +15,15 @@ SMALL = Budget(steps=20, min_steps=20, eval_every=5, n_train=256, n_val=32, n_te
                checkpoints=(10, 20))
 
 
-@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=pytest.mark.compile)],
-                         ids=["eager", "compiled"])
-@pytest.mark.parametrize("task", ["recall", "addition"])
+# The compiled case runs on recall only: llama's recall graph under SMALL is the one
+# test_speed_path_computes_the_plain_loop compiles too (inductor's cache then serves the
+# second compile), and each further graph costs ~20 s on a cold cache. The addition graph's
+# numbers are held against the plain loop on every CPU by `llamanat verify`, whose sample
+# includes compiled addition runs of the study.
+@pytest.mark.parametrize("task, compiled", [
+    ("recall", False), ("addition", False),
+    pytest.param("recall", True, marks=pytest.mark.compile)],
+    ids=["recall-eager", "addition-eager", "recall-compiled"])
 def test_same_seed_is_bit_identical(task, compiled):
     cfg = variant_config("llama")
     a = fit(cfg, TaskSpec(task), 0, SMALL, compile=compiled)
