@@ -15,9 +15,13 @@ stage-wise p, Holm levels, intervals inverted from the test) and the script prin
   level, so at least 95 %);
 - the share of comparisons the rule sends on, and how often stage 1 decides;
 - where coverage is lost: intervals on made-up differences, symmetric or skewed like the
-  study's, from the two stages and from one stage of all forty seeds.
+  study's, from the two stages and from one stage of all forty seeds;
+- with `--constructions`, the same intervals built four ways from the same test (whole units
+  or tenths; the stopping rule applied to the real differences only, as the study does, or
+  again to every shifted copy, as it once did): coverage, by shape, and mean width.
 
     python benchmarks/sequential_design.py                 # 2,000 null families, 1,000 intervals
+    python benchmarks/sequential_design.py --constructions # also the four constructions
     python benchmarks/sequential_design.py --families 200 --intervals 100   # a quick look
     python benchmarks/sequential_design.py --write   # also artifacts/study/design_simulation.json
 
@@ -131,11 +135,86 @@ def symmetry(rng, intervals: int) -> dict:
     return out
 
 
+def restopping_interval(first, added, level: float, bounds, grid: int) -> tuple[float, float]:
+    """The interval the study once used, for comparison: at every shift the stopping rule is
+    applied again to the shifted stage-1 data (`sequential.stagewise_tails` of the shifted
+    differences), so a continued comparison rejects every shift at which its first ten
+    seeds alone would have stopped."""
+    first = np.asarray(first, dtype=np.int64) * grid
+    added = None if added is None else np.asarray(added, dtype=np.int64) * grid
+
+    def tails(k):
+        return sequential.stagewise_tails(first - k, None if added is None else added - k)
+
+    lo_b, hi_b = bounds[0] * grid, bounds[1] * grid
+
+    def up(k):
+        return tails(k)[0] > level / 2
+
+    def down(k):
+        return tails(k)[1] > level / 2
+
+    lo = lo_b if up(lo_b) else sequential._first_true(up, lo_b, hi_b)
+    hi = hi_b if down(hi_b) else sequential._last_true(down, lo_b, hi_b)
+    return lo / grid, hi / grid
+
+
+CONSTRUCTIONS = {  # stopping rule re-applied to every shifted copy, or as it happened
+    "stopping re-applied, whole units": lambda f, a, lv, b: restopping_interval(f, a, lv, b, 1),
+    "stopping re-applied, tenths": lambda f, a, lv, b: restopping_interval(f, a, lv, b, 10),
+    "stopping as it happened, whole units": lambda f, a, lv, b: sequential.interval(f, a, lv, b, grid=1),
+    "stopping as it happened, tenths (the study's)": lambda f, a, lv, b: sequential.interval(f, a, lv, b),
+}
+
+
+def constructions(rng, intervals: int, q: float = 0.6, median: float = 1500.0) -> dict:
+    """Coverage and mean width of 95 % intervals built each way of `CONSTRUCTIONS` on the
+    same draws: the cases of `coverage`, then the made-up shapes of `symmetry`."""
+    out = {name: {"covered": 0, "width": 0.0, "by_shape": {}} for name in CONSTRUCTIONS}
+
+    def score(key, first, added, truth):
+        for name, build in CONSTRUCTIONS.items():
+            lo, hi = build(first, added, stats.ALPHA, (-400, 400))
+            if key is None:
+                out[name]["covered"] += lo <= truth <= hi
+                out[name]["width"] += hi - lo
+            else:
+                out[name]["by_shape"][key] = out[name]["by_shape"].get(key, 0) + (lo <= truth <= hi)
+
+    total = 0
+    for q_c, median_c in [(0.8, 1000.0), (0.4, 2200.0), (0.6, 1500.0)]:
+        truth = true_mean(q_c, median_c, q, median)
+        for _ in range(intervals // 3):
+            shared = rng.standard_normal(sequential.MAX_SEEDS)
+            ref = draw_times(rng, sequential.MAX_SEEDS, q, median, shared)
+            _, first, stage2, _, _ = comparison(rng, shared, ref, q_c, median_c)
+            score(None, first, stage2, truth)
+            total += 1
+    shapes = {"symmetric": (lambda n: rng.normal(20, 40, n), 20.0),
+              "skewed": (lambda n: np.where(rng.random(n) < 0.6, 0, rng.normal(80, 30, n)), 32.0)}
+    per_shape = intervals // 3
+    for shape, (draw, truth) in shapes.items():
+        for design in ("two stages", "one stage"):
+            for _ in range(per_shape):
+                d = np.round(draw(sequential.MAX_SEEDS)).astype(np.int64)
+                first, added = (d[:10], d[10:]) if design == "two stages" else (d, None)
+                score(f"{shape}, {design}", first, added, truth)
+    base = out[next(iter(CONSTRUCTIONS))]["width"]
+    for rec in out.values():
+        rec["coverage_ci"] = list(scipy.stats.binomtest(rec["covered"], total).proportion_ci(method="exact"))
+        rec["intervals"], rec["relative_width"] = total, rec["width"] / base
+        rec["by_shape"] = {k: v / per_shape for k, v in rec["by_shape"].items()}
+        del rec["width"]
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--families", type=int, default=2000, help="null families of seven (2,000)")
     ap.add_argument("--intervals", type=int, default=1000, help="intervals under real differences (1,000)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--constructions", action="store_true",
+                    help="also compare the four interval constructions (slow: about 0.2 s an interval)")
     ap.add_argument("--write", action="store_true", help=f"write the rates to {OUT.name} beside the study")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(args.seed)
@@ -154,6 +233,13 @@ def main(argv=None) -> int:
     by_case = symmetry(rng, args.intervals)
     for case, rate in by_case.items():
         print(f"  95% intervals on made-up differences, {case}: {rate:.1%} cover ({args.intervals:,} each)")
+    by_construction = constructions(rng, args.intervals) if args.constructions else None
+    for name, rec in (by_construction or {}).items():
+        clo, chi = rec["coverage_ci"]
+        shapes = "; ".join(f"{k} {v:.1%}" for k, v in rec["by_shape"].items())
+        print(f"  {name}: {rec['covered']:,} of {rec['intervals']:,} cover = "
+              f"{rec['covered'] / rec['intervals']:.1%} [95% CI {clo:.1%}, {chi:.1%}], mean width "
+              f"x{rec['relative_width']:.3f} of the first; by shape: {shapes}")
     print(f"({time.perf_counter() - t0:.0f} s)")
     if args.write:
         record = {"what": "the two-stage design on simulated families (benchmarks/sequential_design.py)",
@@ -161,6 +247,8 @@ def main(argv=None) -> int:
                   "false_rate_ci": [lo, hi], "rows": n_rows, "sent_on": sent_on, "decided_early": early,
                   "intervals": total, "covered": covered, "coverage_ci": [clo, chi], "seed": args.seed,
                   "rho": RHO, "cap": CAP, "coverage_by_shape": by_case}
+        if by_construction is not None:
+            record["coverage_by_construction"] = by_construction
         atomic_write_text(Path(OUT), json.dumps(record, indent=1, sort_keys=True) + "\n")
         print(f"written: {OUT}")
     return 0

@@ -25,8 +25,26 @@ unchanged.
 test does not reject at the comparison's level: {δ : two-sided p(d − δ) > level}. It
 excludes 0 exactly when the test rejects, and lies inside an equivalence margin exactly
 when both one-sided tests against the margin's ends reject (two one-sided tests at half
-the level each). Shifts are searched on the integer grid of the differences, within the
-range the endpoint can take, so no end is infinite.
+the level each). Two choices bring how often it covers the true shift close to its
+level on data like the study's:
+
+- *The branch is the one the data took.* A comparison that stopped early is tested at
+  every shift on stage 1 alone; a continued one, at every shift, by the combination p
+  (the chance of an early stop plus the continued tail at the shifted combined
+  statistic), without asking whether the *shifted* stage-1 data would have stopped. The
+  stopping rule was applied once, to the real differences; re-applying it to each shifted
+  copy rejects every shift at which ten seeds alone look extreme, which, with skewed
+  differences, excludes the true shift more often than the level allows. At shift 0
+  both readings are the test itself, so every verdict read off the interval agrees with p.
+- *Ends to a tenth of a unit* (`GRID`). The differences are integers, but the true mean
+  difference is not: ends on the integer grid stop up to a unit short of where the test
+  starts to reject. Differences are scaled by `GRID` so the sign-flip counts stay exact.
+
+Shifts are searched within the range the endpoint can take, so no end is infinite. The
+interval is not guaranteed to cover at its level for every true effect: the stopped
+branch spends its whole level on stage 1 alone, so for effects at which an early stop is
+likely the two branches together can miss somewhat more often than the level (the design
+benchmark, `benchmarks/sequential_design.py`, measures it on data like the study's).
 """
 from __future__ import annotations
 
@@ -42,6 +60,8 @@ ADDED_SEEDS = tuple(range(10, 40))
 MAX_SEEDS = len(FIRST_SEEDS) + len(ADDED_SEEDS)
 W1 = math.sqrt(len(FIRST_SEEDS) / MAX_SEEDS)
 W2 = math.sqrt(len(ADDED_SEEDS) / MAX_SEEDS)
+GRID = 10
+"""Interval ends and the estimate are found to 1/GRID of the differences' unit."""
 ALPHA_FIRST = 0.005
 """Two-sided p on the first ten seeds at or below which a comparison stops, decided."""
 C1 = float(scipy.stats.norm.isf(ALPHA_FIRST / 2))
@@ -75,9 +95,19 @@ def stagewise_tails(first, added=None) -> tuple[float, float]:
     has no added seeds, is tested on stage 1 alone; otherwise the stages are combined and
     ordered stage-wise (see the module's docstring).
     """
+    if _on_stage_one(first, added):
+        return sign_flip_tails(first)
+    return _combined_tails(first, added)
+
+
+def _on_stage_one(first, added) -> bool:
+    return added is None or len(added) == 0 or stops_early(first)
+
+
+def _combined_tails(first, added) -> tuple[float, float]:
+    """The continued comparison's one-sided p-values: P(early stop that way) + the continued
+    tail at the combined statistic."""
     up1, down1 = sign_flip_tails(first)
-    if added is None or len(added) == 0 or two_sided(up1, down1) <= ALPHA_FIRST:
-        return up1, down1
     up2, down2 = sign_flip_tails(added)
     early = float(scipy.stats.norm.sf(C1))
     tails = []
@@ -92,43 +122,67 @@ def p_value(first, added=None) -> float:
     return two_sided(*stagewise_tails(first, added))
 
 
-def _shifted(x, k: int):
-    return None if x is None else np.asarray(x, dtype=np.int64) - k
+def _tails_by_step(first, added, grid: int):
+    """The design's one-sided p-values as a function of the shift in steps of 1/grid, on the
+    branch the unshifted data took (stage 1 alone, or combined: the module's docstring)."""
+    stage_one = _on_stage_one(first, added)
+    first = np.asarray(first, dtype=np.int64) * grid
+    if stage_one:
+        return lambda step: sign_flip_tails(first - step)
+    added = np.asarray(added, dtype=np.int64) * grid
+    return lambda step: _combined_tails(first - step, added - step)
 
 
-def interval(first, added, level: float, bounds: tuple[int, int]) -> tuple[int, int]:
-    """The shifts (integers, in the differences' unit) that the design does not reject at
-    `level` (two-sided): [lowest k with P(above | shift k) > level/2, highest k with
-    P(below | shift k) > level/2], searched by bisection within `bounds`, the range the
-    mean difference can take. Both tails are monotone in the shift for the sum statistic,
-    which the tests check on the study's data."""
-    lo_b, hi_b = bounds
+def shifted_tails(first, added, shift: float, grid: int = GRID) -> tuple[float, float]:
+    """One-sided p-values (control above, control below) for "the mean difference is
+    `shift`", the test the interval inverts; `shift` a multiple of 1/grid. At shift 0 they
+    are `stagewise_tails(first, added)`."""
+    step = round(shift * grid)
+    if not math.isclose(step, shift * grid, abs_tol=1e-9):
+        raise ValueError(f"shift {shift} is not a multiple of 1/{grid}")
+    return _tails_by_step(first, added, grid)(step)
+
+
+def interval(first, added, level: float, bounds: tuple[int, int],
+             grid: int = GRID) -> tuple[float, float]:
+    """The shifts (in the differences' unit, to 1/grid) that the design does not reject at
+    `level` (two-sided): [lowest shift with P(above) > level/2, highest with
+    P(below) > level/2], searched by bisection within `bounds`, the range the mean
+    difference can take. Both tails are monotone in the shift (each stage's tail is, and
+    the combination is monotone in each), which the tests check."""
+    tails = _tails_by_step(first, added, grid)
+    lo_b, hi_b = bounds[0] * grid, bounds[1] * grid
 
     def up(k):
-        return stagewise_tails(_shifted(first, k), _shifted(added, k))[0] > level / 2
+        return tails(k)[0] > level / 2
 
     def down(k):
-        return stagewise_tails(_shifted(first, k), _shifted(added, k))[1] > level / 2
+        return tails(k)[1] > level / 2
 
     lo = lo_b if up(lo_b) else _first_true(up, lo_b, hi_b)
     hi = hi_b if down(hi_b) else _last_true(down, lo_b, hi_b)
-    return lo, hi
+    return lo / grid, hi / grid
 
 
-def estimate(first, added, bounds: tuple[int, int], interval_: tuple[int, int]) -> float:
-    """The median-unbiased estimate of the shift: where the design's two one-sided tails
-    balance (the shift every interval of the same test is centred on, so it lies inside
-    each of them; a plain mean of skewed, two-stage differences need not). On the integer
-    grid that is between the last shift with P(above) < P(below) and the next one, so the
-    estimate is their midpoint, kept within `interval_`."""
-    lo_b, hi_b = bounds
+def estimate(first, added, bounds: tuple[int, int], interval_: tuple[float, float],
+             grid: int = GRID) -> float:
+    """The median-unbiased estimate of the shift: where the one-sided tails that `interval`
+    inverts balance (the shift every interval of the same test is centred on, so it lies
+    inside each of them; a plain mean of skewed, two-stage differences need not). On the
+    grid that is the first shift with P(above) = P(below) if there is one, else between the
+    last shift with P(above) < P(below) and the next one, so their midpoint; kept within
+    `interval_`."""
+    tails = _tails_by_step(first, added, grid)
+    lo_b, hi_b = bounds[0] * grid, bounds[1] * grid
 
     def balanced(k):
-        up, down = stagewise_tails(_shifted(first, k), _shifted(added, k))
+        up, down = tails(k)
         return up >= down
 
     k1 = lo_b if balanced(lo_b) else _first_true(balanced, lo_b, hi_b)
-    return float(min(max(k1 - 0.5, interval_[0]), interval_[1]))
+    up, down = tails(k1)
+    centre = k1 / grid if up == down else (k1 - 0.5) / grid
+    return float(min(max(centre, interval_[0]), interval_[1]))
 
 
 def _first_true(f, a: int, b: int) -> int:
@@ -159,7 +213,8 @@ def continues(first, *, both_at_chance: bool, margin: tuple[int, int]) -> tuple[
     if stops_early(first):
         return False, "decided on the first 10 seeds"
     span = max(abs(int(np.min(first))), abs(int(np.max(first)))) + 1
-    lo, hi = interval(first, None, ALPHA_FIRST, (-span, span))
+    # the rule as fixed before the added seeds ran: whole units
+    lo, hi = interval(first, None, ALPHA_FIRST, (-span, span), grid=1)
     if margin[0] < lo and hi < margin[1]:
         return False, "equivalent on the first 10 seeds"
     return True, f"undecided on the first 10 seeds: {len(ADDED_SEEDS)} seeds added"

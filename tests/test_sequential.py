@@ -82,31 +82,75 @@ def test_the_interval_agrees_with_the_test():
         lo, hi = sequential.interval(first, added, level, (-200, 200))
         p = sequential.p_value(first, added)
         assert (lo > 0 or hi < 0) == (p <= level)
+        assert sequential.shifted_tails(first, added, 0) == sequential.stagewise_tails(first, added)
         margin = 25
-        shifted = [sequential.stagewise_tails(first - k, None if added is None else added - k)
-                   for k in (-margin, margin)]
+        shifted = [sequential.shifted_tails(first, added, k) for k in (-margin, margin)]
         tost = shifted[0][0] <= level / 2 and shifted[1][1] <= level / 2
         assert (-margin < lo and hi < margin) == tost
+
+
+def skewed(rng, n):
+    """Differences like the study's: most seeds near 0, some one large lump of one sign."""
+    return np.where(rng.random(n) < 0.3, rng.integers(60, 120, n), rng.integers(-5, 6, n))
+
+
+def test_the_tails_are_monotone_in_the_shift_on_both_branches():
+    """The bisection relies on it: P(above) never falls and P(below) never rises as the
+    shift grows, for stopped and continued comparisons, on the grid of tenths."""
+    rng = np.random.default_rng(11)
+    cases = [(skewed(rng, 10), skewed(rng, 30)) for _ in range(4)]
+    cases += [(np.full(10, 40) + rng.integers(-3, 4, 10), rng.integers(-20, 60, 30)),  # stopped early
+              (rng.integers(-30, 40, 10), None)]
+    for first, added in cases:
+        tails = np.array([sequential.shifted_tails(first, added, k / 10) for k in range(-400, 1400, 7)])
+        assert np.all(np.diff(tails[:, 0]) >= -1e-12) and np.all(np.diff(tails[:, 1]) <= 1e-12)
+
+
+def test_the_ends_on_the_fine_grid_are_those_a_full_search_finds():
+    rng = np.random.default_rng(5)
+    for _ in range(2):
+        first, added = skewed(rng, 10), skewed(rng, 30)
+        lo, hi = sequential.interval(first, added, 0.05, (-200, 200))
+        steps = np.arange(-100, 1300)  # tenths of a unit
+        tails = np.array([sequential.shifted_tails(first, added, k / 10) for k in steps])
+        kept = steps[(tails[:, 0] > 0.025) & (tails[:, 1] > 0.025)] / 10
+        assert (lo, hi) == (kept.min(), kept.max())
+        assert lo == round(lo, 1) and hi == round(hi, 1)
+        # whole units: the same ends rounded inwards
+        lo1, hi1 = sequential.interval(first, added, 0.05, (-200, 200), grid=1)
+        assert (lo1, hi1) == (math.ceil(lo), math.floor(hi))
+
+
+def test_a_continued_comparison_is_not_rejected_where_shifted_stage_one_would_stop():
+    """The stopping rule was applied to the real differences, once: a shift at which the
+    first ten seeds alone would have stopped is still judged by the combination."""
+    first = np.array([0, 0, 0, 0, 0, 0, 90, 0, 0, 0])  # undecided on ten seeds
+    added = np.tile([-40, 35, -10, 5, 0, -8], 5)  # centred near −3
+    assert not sequential.stops_early(first)
+    assert sequential.stops_early(first + 1)  # shifted by −1, ten seeds would have stopped
+    up, down = sequential.shifted_tails(first, added, -1)
+    assert sequential.two_sided(up, down) > 0.05
+    lo, hi = sequential.interval(first, added, 0.05, (-200, 200))
+    assert lo <= -1 < hi
 
 
 def test_the_estimate_is_where_the_tails_balance_and_inside_every_interval():
     # symmetric differences: the centre is their centre
     symmetric = np.array([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]) - 5
     assert sequential.estimate(symmetric, None, (-50, 50), (-50, 50)) == 0.5
+    assert sequential.estimate(symmetric, None, (-50, 50), (-50, 50), grid=1) == 0.5
     rng = np.random.default_rng(3)
     for _ in range(40):
-        # skewed like the study: most seeds near 0, some one large lump of one sign
-        first = np.where(rng.random(10) < 0.3, rng.integers(60, 120, 10), rng.integers(-5, 6, 10))
-        added = np.where(rng.random(30) < 0.3, rng.integers(60, 120, 30), rng.integers(-5, 6, 30))
+        first, added = skewed(rng, 10), skewed(rng, 30)
         free = sequential.estimate(first, added, (-200, 200), (-200, 200))
-        k = int(free + 0.5)  # the first shift at which the upper tail is at least the lower
-        up, down = sequential.stagewise_tails(first - k, added - k)
-        up_before, down_before = sequential.stagewise_tails(first - k + 1, added - k + 1)
+        k = math.ceil(free * 10)  # the first tenth at which the upper tail is at least the lower
+        up, down = sequential.shifted_tails(first, added, k / 10)
+        up_before, down_before = sequential.shifted_tails(first, added, (k - 1) / 10)
         assert up >= down and up_before < down_before
         for level in (0.005, 0.05):
             lo, hi = sequential.interval(first, added, level, (-200, 200))
             # the balance point lies between two grid shifts, each inside the interval
-            assert lo - 0.5 <= free <= hi + 0.5
+            assert lo - 0.05 <= free <= hi + 0.05
             assert sequential.estimate(first, added, (-200, 200), (lo, hi)) == min(max(free, lo), hi)
 
 
