@@ -23,7 +23,7 @@ stage-wise p, Holm levels, intervals inverted from the test) and the script prin
     python benchmarks/sequential_design.py                 # 2,000 null families, 1,000 intervals
     python benchmarks/sequential_design.py --constructions # also the four constructions
     python benchmarks/sequential_design.py --families 200 --intervals 100   # a quick look
-    python benchmarks/sequential_design.py --write   # also artifacts/study/design_simulation.json
+    python benchmarks/sequential_design.py --intervals 3000 --constructions --write   # the committed file
 
 The written file is what the methods appendix quotes.
 """
@@ -235,10 +235,10 @@ def main(argv=None) -> int:
         print(f"  95% intervals on made-up differences, {case}: {rate:.1%} cover ({args.intervals:,} each)")
     by_construction = constructions(rng, args.intervals) if args.constructions else None
     for name, rec in (by_construction or {}).items():
-        clo, chi = rec["coverage_ci"]
+        low, high = rec["coverage_ci"]
         shapes = "; ".join(f"{k} {v:.1%}" for k, v in rec["by_shape"].items())
         print(f"  {name}: {rec['covered']:,} of {rec['intervals']:,} cover = "
-              f"{rec['covered'] / rec['intervals']:.1%} [95% CI {clo:.1%}, {chi:.1%}], mean width "
+              f"{rec['covered'] / rec['intervals']:.1%} [95% CI {low:.1%}, {high:.1%}], mean width "
               f"x{rec['relative_width']:.3f} of the first; by shape: {shapes}")
     print(f"({time.perf_counter() - t0:.0f} s)")
     if args.write:

@@ -200,3 +200,31 @@ def test_study_plan_bound_measures_a_step_and_its_matrix_multiplies(monkeypatch)
     monkeypatch.setattr(fast, "FastStep", eager)
     ms, in_gemms = plan_bench.step_costs("addition")
     assert 0 < in_gemms < ms  # the matrix multiplies are a part of the step
+
+
+# ------------------------------------------------------------ the design simulation
+
+def test_design_simulation_records_each_interval_beside_its_own_count(tmp_path, monkeypatch, capsys):
+    """The file the methods appendix quotes: every rate's 95 % interval is the exact
+    binomial interval of that rate's own count (a construction's must not overwrite the
+    study's), and what is printed is what is written."""
+    import scipy.stats
+
+    design = load_benchmark("sequential_design")
+    monkeypatch.setattr(design, "OUT", tmp_path / "design.json")
+    assert design.main(["--families", "3", "--intervals", "3", "--constructions", "--write"]) == 0
+    rec = json.loads((tmp_path / "design.json").read_text())
+
+    def exact(k, n):
+        return list(scipy.stats.binomtest(k, n).proportion_ci(method="exact"))
+
+    assert rec["intervals"] == 3 and 0 <= rec["covered"] <= 3
+    assert rec["coverage_ci"] == pytest.approx(exact(rec["covered"], rec["intervals"]))
+    assert rec["false_rate_ci"] == pytest.approx(exact(rec["false_families"], rec["families"]))
+    assert set(rec["coverage_by_construction"]) == set(design.CONSTRUCTIONS)
+    for built in rec["coverage_by_construction"].values():
+        assert built["coverage_ci"] == pytest.approx(exact(built["covered"], built["intervals"]))
+    printed = capsys.readouterr().out
+    assert f"{rec['covered']} of {rec['intervals']} cover" in printed
+    lo, hi = rec["coverage_ci"]
+    assert f"[95% CI {lo:.1%}, {hi:.1%}] (nominal 95%)" in printed

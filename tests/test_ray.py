@@ -3,7 +3,7 @@ and written once, a killed driver resumed to the same files, and bad input refus
 line with exit code 2.
 
 One local Ray instance (2 CPUs, ~2 s to start on a quiet machine) serves the module; the
-killed driver starts its own beside it. Each runs with its own token (RAY_AUTH_TOKEN, so
+killed driver (the slow tier) starts its own beside it. Each runs with its own token (RAY_AUTH_TOKEN, so
 nothing is written to ~/.ray) and a short temporary folder (Ray's Unix socket paths are
 limited to about 107 characters).
 """
@@ -161,6 +161,8 @@ def test_a_killed_worker_is_retried_and_written_once(ray_instance, reference, tm
     assert sorted(stores.values()) == [1] * len(tiny_runs())  # none written twice
 
 
+@pytest.mark.slow  # a second Ray instance in a subprocess: about a minute on 2 cores; the local
+# pool's killed study (test_study) covers the same resume in `make test`
 def test_a_killed_driver_resumes_to_the_same_files(ray_instance, token, reference, tmp_path, stores):
     """A driver with its own local Ray instance is killed mid-plan (its instance dies with
     it); the study resumes, through Ray, to the local pool's files."""

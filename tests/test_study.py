@@ -161,7 +161,7 @@ def test_a_missing_weights_file_makes_the_run_train_again(tmp_path):
 
 
 @pytest.mark.pool
-def test_killed_study_resumes_to_identical_results(reference_dir, tmp_path):
+def test_killed_study_resumes_to_identical_results(reference_dir, tmp_path, monkeypatch):
     """SIGKILL the CLI mid-study, restart it, and get exactly the uninterrupted results."""
     cmd = [sys.executable, "-m", "llamanat_core.cli", "study", "--only", "sweep", "--seeds", "0",
            "--steps", "12", "--cache-dir", str(tmp_path), "--workers", "1"]
@@ -176,7 +176,10 @@ def test_killed_study_resumes_to_identical_results(reference_dir, tmp_path):
     proc.wait()
     done = len(list(runs_dir.glob("*.json")))
     assert 1 <= done < 4, f"the kill should land mid-study, found {done} finished runs"
-    subprocess.run(cmd, cwd=tmp_path, env=env, check=True, capture_output=True)
+    from llamanat_core.cli import main  # the restart: the same command, in this process
+
+    monkeypatch.setenv("LLAMANAT_COMPILE", "0")
+    assert main(cmd[3:]) == 0
     assert read_all(tmp_path) == read_all(reference_dir)
     # the only files are finished runs and their kept weights: no temporary file survives
     left = {p.name for p in tmp_path.rglob("*") if p.is_file()}
@@ -369,13 +372,14 @@ def test_committed_study_is_complete():
 
 
 @pytest.mark.pool
-def test_cli_on_committed_tree_has_nothing_to_run(tmp_path):
-    env = {**os.environ, "LLAMANAT_COMPILE": "1"}  # the committed study is compiled
-    out = subprocess.run([sys.executable, "-m", "llamanat_core.cli", "study", "--workers", "2",
-                          "--only", "matrix", "length", "sweep", "alphabet"],
-                         cwd=tmp_path, capture_output=True, text=True, check=True, env=env)
-    assert "nothing left to run" in out.stderr  # every run cached: nothing trains
-    assert "running" not in out.stderr
+def test_cli_on_committed_tree_has_nothing_to_run(monkeypatch, capsys):
+    from llamanat_core.cli import main
+
+    monkeypatch.setenv("LLAMANAT_COMPILE", "1")  # the committed study is compiled
+    assert main(["study", "--workers", "2", "--only", "matrix", "length", "sweep", "alphabet"]) == 0
+    err = capsys.readouterr().err
+    assert "nothing left to run" in err  # every run cached: nothing trains
+    assert "running" not in err
 
 
 def comparisons_arms():
