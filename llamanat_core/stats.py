@@ -150,14 +150,14 @@ def sign_flip_tails(values) -> tuple[float, float]:
     if a.sum() > 5_000_000:
         raise ValueError(f"differences too large for exact counting (sum |v| = {a.sum()}); use coarser units")
     total = int(a.sum())
-    counts = np.zeros(2 * total + 1)
-    counts[total] = 1.0  # index = S* + total
-    for ai in a[a > 0]:
-        shifted = np.zeros_like(counts)
-        shifted[ai:] += counts[:-ai]
-        shifted[:-ai] += counts[ai:]
-        counts = shifted
-    observed = int(v.sum()) + total
+    counts = np.ones(1)  # the distribution of the partial sum, from its lowest value up
+    for ai in np.sort(a[a > 0]):  # each seed widens it by |v| either side; smallest first, so
+        # the early arrays are short (the counts are whole numbers, so the order changes nothing)
+        wider = np.zeros(len(counts) + 2 * ai)
+        wider[:len(counts)] += counts
+        wider[2 * ai:] += counts
+        counts = wider
+    observed = int(v.sum()) + total  # index = S* + total
     n_patterns = counts.sum()
     return float(counts[observed:].sum() / n_patterns), float(counts[:observed + 1].sum() / n_patterns)
 
