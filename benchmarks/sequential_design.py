@@ -100,13 +100,23 @@ def true_mean(q_c: float, median_c: float, q: float, median: float, draws: int =
     return float(d.mean() / UNIT)
 
 
+CASES = [(0.8, 1000.0), (0.4, 2200.0), (0.6, 1500.0)]
+"""Controls that really differ from the reference (q 0.6, median 1,500): (q, median)."""
+
+
+def made_up_shapes(rng) -> dict:
+    """Made-up differences: (draw n of them, their true mean), symmetric (normal) or skewed
+    like the study's (most seeds 0, the rest one large lump)."""
+    return {"symmetric": (lambda n: rng.normal(20, 40, n), 20.0),
+            "skewed": (lambda n: np.where(rng.random(n) < 0.6, 0, rng.normal(80, 30, n)), 32.0)}
+
+
 def coverage(rng, intervals: int, q: float = 0.6, median: float = 1500.0):
     """Intervals at a fixed 95 % for one control that really differs, in three ways."""
-    cases = [(0.8, 1000.0), (0.4, 2200.0), (0.6, 1500.0)]
     covered, total = 0, 0
-    for q_c, median_c in cases:
+    for q_c, median_c in CASES:
         truth = true_mean(q_c, median_c, q, median)
-        for _ in range(intervals // len(cases)):
+        for _ in range(intervals // len(CASES)):
             shared = rng.standard_normal(sequential.MAX_SEEDS)
             ref = draw_times(rng, sequential.MAX_SEEDS, q, median, shared)
             _, first, stage2, _, _ = comparison(rng, shared, ref, q_c, median_c)
@@ -120,10 +130,8 @@ def symmetry(rng, intervals: int) -> dict:
     """Where the coverage goes: 95 % intervals for the mean of made-up differences, symmetric
     (normal) or skewed like the study's (most seeds 0, the rest one large lump), from the two
     stages (10 + 30 seeds) and from one stage of all 40. Returns coverage per case."""
-    cases = {"symmetric": (lambda n: rng.normal(20, 40, n), 20.0),
-             "skewed": (lambda n: np.where(rng.random(n) < 0.6, 0, rng.normal(80, 30, n)), 32.0)}
     out = {}
-    for name, (draw, truth) in cases.items():
+    for name, (draw, truth) in made_up_shapes(rng).items():
         for design in ("two stages", "one stage"):
             hits = 0
             for _ in range(intervals):
@@ -146,17 +154,7 @@ def restopping_interval(first, added, level: float, bounds, grid: int) -> tuple[
     def tails(k):
         return sequential.stagewise_tails(first - k, None if added is None else added - k)
 
-    lo_b, hi_b = bounds[0] * grid, bounds[1] * grid
-
-    def up(k):
-        return tails(k)[0] > level / 2
-
-    def down(k):
-        return tails(k)[1] > level / 2
-
-    lo = lo_b if up(lo_b) else sequential._first_true(up, lo_b, hi_b)
-    hi = hi_b if down(hi_b) else sequential._last_true(down, lo_b, hi_b)
-    return lo / grid, hi / grid
+    return sequential.invert(tails, level, bounds, grid)
 
 
 CONSTRUCTIONS = {  # stopping rule re-applied to every shifted copy, or as it happened
@@ -182,18 +180,16 @@ def constructions(rng, intervals: int, q: float = 0.6, median: float = 1500.0) -
                 out[name]["by_shape"][key] = out[name]["by_shape"].get(key, 0) + (lo <= truth <= hi)
 
     total = 0
-    for q_c, median_c in [(0.8, 1000.0), (0.4, 2200.0), (0.6, 1500.0)]:
+    for q_c, median_c in CASES:
         truth = true_mean(q_c, median_c, q, median)
-        for _ in range(intervals // 3):
+        for _ in range(intervals // len(CASES)):
             shared = rng.standard_normal(sequential.MAX_SEEDS)
             ref = draw_times(rng, sequential.MAX_SEEDS, q, median, shared)
             _, first, stage2, _, _ = comparison(rng, shared, ref, q_c, median_c)
             score(None, first, stage2, truth)
             total += 1
-    shapes = {"symmetric": (lambda n: rng.normal(20, 40, n), 20.0),
-              "skewed": (lambda n: np.where(rng.random(n) < 0.6, 0, rng.normal(80, 30, n)), 32.0)}
-    per_shape = intervals // 3
-    for shape, (draw, truth) in shapes.items():
+    per_shape = intervals // len(CASES)  # as many of each shape as of each case
+    for shape, (draw, truth) in made_up_shapes(rng).items():
         for design in ("two stages", "one stage"):
             for _ in range(per_shape):
                 d = np.round(draw(sequential.MAX_SEEDS)).astype(np.int64)

@@ -154,7 +154,13 @@ def interval(first, added, level: float, bounds: tuple[int, int],
     P(below) > level/2], searched by bisection within `bounds`, the range the mean
     difference can take. Both tails are monotone in the shift (each stage's tail is, and
     the combination is monotone in each), which the tests check."""
-    tails = _tails_by_step(first, added, grid)
+    return invert(_tails_by_step(first, added, grid), level, bounds, grid)
+
+
+def invert(tails, level: float, bounds: tuple[int, int], grid: int) -> tuple[float, float]:
+    """The steps k (in 1/grid of a unit, within `bounds` units) at which `tails(k)`, the
+    one-sided p-values (above, below) of "the shift is k / grid", both exceed level / 2;
+    the tails monotone in k, so each end is found by bisection."""
     lo_b, hi_b = bounds[0] * grid, bounds[1] * grid
 
     def up(k):
