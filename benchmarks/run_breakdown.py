@@ -101,7 +101,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("task", nargs="?", default="recall", choices=("addition", "recall"))
     ap.add_argument("variant", nargs="?", default="llama")
-    ap.add_argument("regime", nargs="?", default="fresh", choices=("finite", "fresh"))
+    ap.add_argument("regime", nargs="?", default="fresh", choices=train.REGIMES)
     ap.add_argument("seed", nargs="?", type=int, default=0)
     ap.add_argument("--repeat", type=int, default=2, help="train it this many times in this process")
     args = ap.parse_args()

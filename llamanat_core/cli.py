@@ -224,7 +224,7 @@ def _add_cache(sub) -> None:
 
 
 def _add_fit(sub) -> None:
-    from .config import VARIANTS
+    from .config import REGIMES, VARIANTS
 
     p = sub.add_parser("fit", help="train one model under the budget and print its curve",
                        description="Train one variant on one task under the study's budget and print "
@@ -234,7 +234,7 @@ def _add_fit(sub) -> None:
     p.add_argument("--task", required=True, choices=("addition", "recall"))
     p.add_argument("--seed", type=_seed, default=0, help="a non-negative integer (0)")
     p.add_argument("--steps", type=_positive, default=None, help="the cap of training steps (4800)")
-    p.add_argument("--regime", choices=("finite", "fresh"), default="finite",
+    p.add_argument("--regime", choices=REGIMES, default="finite",
                    help="finite: 4,000 training items reused; fresh: every batch new items")
     p.add_argument("--pairs", type=_positive, default=4, help="recall pairs at training (4)")
     p.add_argument("--answer", choices=("name", "copy"), default="name", help="recall answer formulation")

@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 
 from . import sequential, stats
+from .config import REGIMES  # noqa: F401  (the data regimes, re-exported for the chapters)
 from .stats import at_chance, holm
-from .train import REGIMES  # noqa: F401  (the budget's data regimes, re-exported for the chapters)
 
 METRIC_COLUMNS = {"test_acc": 4, "test_acc_8": 8, "test_acc_12": 12}
 """Accuracy column -> recall pairs it is scored at (addition ignores the pairs)."""
@@ -26,15 +26,23 @@ METRIC_COLUMNS = {"test_acc": 4, "test_acc_8": 8, "test_acc_12": 12}
 SWEEP_REFERENCE_THETA = 10_000.0
 
 
-def variant_rows(frame: pd.DataFrame, variant: str, task: str, regime: str | None = None) -> pd.DataFrame:
-    """The rows of `variant` on `task` (in `regime`, if given) at the study's own settings:
-    `name` answers and the reference rotation base, so neither the sweep's other bases
-    nor the alphabet's `copy` formulation slip in. Works on results, runs and curves."""
-    keep = ((frame.variant == variant) & (frame.task == task) & (frame.answer == "name")
-            & np.isclose(frame.rope_theta, SWEEP_REFERENCE_THETA))
+def at_settings(frame: pd.DataFrame, answer: str = "name",
+                rope_theta: float = SWEEP_REFERENCE_THETA) -> pd.DataFrame:
+    """The rows with one answer formulation and rotation base; by default the study's own
+    (`name` answers, the reference base), so neither the sweep's other bases nor the
+    alphabet's `copy` formulation slip in. Works on results, runs and curves."""
+    return frame[(frame.answer == answer) & np.isclose(frame.rope_theta, rope_theta)]
+
+
+def variant_rows(frame: pd.DataFrame, variant: str, task: str, regime: str | None = None,
+                 answer: str = "name", rope_theta: float = SWEEP_REFERENCE_THETA) -> pd.DataFrame:
+    """The rows of `variant` on `task` (in `regime`, if given) at the study's own settings
+    (or at the `answer` and `rope_theta` given: `at_settings`)."""
+    rows = at_settings(frame, answer, rope_theta)
+    keep = (rows.variant == variant) & (rows.task == task)
     if regime is not None:
-        keep &= frame.regime == regime
-    return frame[keep]
+        keep &= rows.regime == regime
+    return rows[keep]
 
 
 def runs_table(results: pd.DataFrame) -> pd.DataFrame:

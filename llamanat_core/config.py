@@ -14,6 +14,8 @@ POSITIONS = ("rope", "learned")
 PAIRINGS = ("half", "interleaved")
 MLPS = ("swiglu", "gelu")
 ATTENTION = ("sdpa", "manual", "elementwise")
+# The data regimes a run trains in: a fixed training set reused, or new items every batch.
+REGIMES = ("finite", "fresh")
 
 
 @dataclass(frozen=True)

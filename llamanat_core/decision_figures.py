@@ -24,6 +24,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from .comparisons import variant_rows
 from .plotting import (
     CHANCE_COLOR,
     NEUTRAL,
@@ -35,7 +36,7 @@ from .plotting import (
     plain_number,
     use_book_style,
 )
-from .report import MINUS
+from .report import MINUS, pct, signed_number
 
 RATIO_TICKS = (0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50)
 FINE_RATIO_TICKS = (0.25, 0.4, 0.8, 1.25, 2.5, 4)
@@ -78,13 +79,10 @@ def chapter_decisions(seeds, steps=None, fresh: bool = False):
 # ---------------------------------------------------------------- words and numbers
 
 def signed(x: float, digits: int = 1) -> str:
-    """A signed number with a real minus sign: −12.5, +3.0, 0.0."""
+    """A signed number with a real minus sign: −12.5, +3.0, 0.0; a dash when there is none."""
     if x is None or not np.isfinite(x):
         return "–"
-    text = f"{x:+.{digits}f}"
-    if float(text) == 0:
-        text = f"{0:.{digits}f}"
-    return text.replace("-", MINUS)
+    return signed_number(x, digits, plus=True)
 
 
 def is_ratio(metric: str) -> bool:
@@ -111,7 +109,7 @@ def _value_text(x: float, metric: str) -> str:
     """A row's value: geometric-mean steps for speed (thousands separated), else a percentage."""
     if not np.isfinite(x):
         return "–"
-    return f"{x:,.0f}" if is_ratio(metric) else f"{100 * x:.1f}%"
+    return f"{x:,.0f}" if is_ratio(metric) else pct(x)
 
 
 def _p_text(p: float) -> str:
@@ -189,9 +187,7 @@ def arm_values(runs: pd.DataFrame, arm: tuple, column: str) -> pd.Series:
     if not isinstance(arm, tuple):
         return pd.Series(dtype=float, name=column, index=pd.Index([], name="seed", dtype=int))
     task, variant, regime, theta, answer = arm
-    keep = ((runs.task == task) & (runs.variant == variant) & (runs.regime == regime)
-            & np.isclose(runs.rope_theta, theta) & (runs.answer == answer))
-    g = runs[keep].drop_duplicates("run")
+    g = variant_rows(runs, variant, task, regime, answer=answer, rope_theta=theta).drop_duplicates("run")
     return g.set_index("seed")[column].sort_index()
 
 

@@ -25,8 +25,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
+
+from .comparisons import variant_rows
+from .config import REGIMES
+from .report import signed_number
 
 STUDY = "llama-anatomy"
 YEAR = 2026
@@ -184,9 +187,8 @@ def seed_values(results: pd.DataFrame, variant: str, task: str, regime: str, col
     """One value per seed (indexed by seed) of a row of the study: at the fixed checkpoint
     (the row flagged `final`, 1,200 steps in the study) or at `step`; empty if the
     results lack that row or that step."""
-    d = results.drop_duplicates(subset=["run", "step"])
-    d = d[(d.variant == variant) & (d.task == task) & (d.regime == regime) & (d.answer == answer)
-          & np.isclose(d.rope_theta, theta)]
+    d = variant_rows(results.drop_duplicates(subset=["run", "step"]), variant, task, regime,
+                     answer=answer, rope_theta=theta)
     d = d[d["final"].astype(bool)] if step is None else d[d.step == step]
     return d.set_index("seed")[column].sort_index()
 
@@ -225,12 +227,12 @@ def paired_mean_difference(results: pd.DataFrame, a: dict, b: dict, regime: str,
 
 def _signed(x: float) -> str:
     """+0.012 / −0.045 (a true minus sign), '–' for NaN."""
-    return "–" if math.isnan(x) else f"{x:+.3f}".replace("-", "−")
+    return "–" if math.isnan(x) else signed_number(x, 3, plus=True)
 
 
 def _regimes(results: pd.DataFrame, task: str, variant: str = "llama") -> list[str]:
     d = results[(results.task == task) & (results.variant == variant)]
-    return [r for r in ("finite", "fresh") if r in set(d.regime)]
+    return [r for r in REGIMES if r in set(d.regime)]
 
 
 def our_numbers(results: pd.DataFrame, key: str) -> str:

@@ -96,11 +96,14 @@ def thousands(table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def signed_number(x: float, digits: int) -> str:
-    """`x` to `digits` decimals with thousands separators and a true minus sign; a value
-    that rounds to zero is written without a sign (0.000, not −0.000)."""
+def signed_number(x: float, digits: int, plus: bool = False) -> str:
+    """`x` to `digits` decimals with thousands separators and a true minus sign (and, with
+    `plus`, a plus sign on positive values); a value that rounds to zero is written
+    without a sign (0.000, not −0.000)."""
     text = f"{x:,.{digits}f}"
-    return text.lstrip("-") if float(text.replace(",", "")) == 0 else text.replace("-", MINUS)
+    if float(text.replace(",", "")) == 0:
+        return text.lstrip("-")
+    return text.replace("-", MINUS) if x < 0 else ("+" if plus else "") + text
 
 
 def readable(table: pd.DataFrame, digits: int, index_digits: int | None = None) -> pd.DataFrame:

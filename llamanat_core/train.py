@@ -16,13 +16,11 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from .config import Config
+from .config import REGIMES, Config
 from .fast import FastStep
 from .model import TinyLlama, answer_loss
 from .optim import adamw
 from .tasks import FreshStream, TaskData, make_task
-
-REGIMES = ("finite", "fresh")
 
 
 @dataclass(frozen=True)

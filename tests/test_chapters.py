@@ -256,8 +256,8 @@ def fresh_runs(tmp_path_factory):
 
 
 # `make test` runs the tiny-budget fresh run on one chapter, which trains runs of two
-# measurements (the matrix and the length table) and was the quickest of the nine; the
-# other eight are the slow tier (`make test-slow`).
+# measurements (the matrix and the length table); every other chapter's is in the slow
+# tier (`make test-slow`).
 TINY_RUN_IN_MAKE_TEST = "rope"
 
 

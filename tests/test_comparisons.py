@@ -31,6 +31,22 @@ def test_claim_refuses_a_premise_that_is_not_a_bool():
     with pytest.raises(TypeError, match="must be a bool"):
         claims.claim(0.3, "x")
 
+def test_variant_rows_keep_the_study_settings_unless_told():
+    """The sweep's other bases and the copy answers never slip into a row of the study;
+    asked for them by name, they are what comes back."""
+    frame = pd.DataFrame({
+        "variant": ["llama"] * 4 + ["abs_pos"], "task": ["recall"] * 5,
+        "regime": ["finite", "fresh", "finite", "finite", "finite"],
+        "answer": ["name", "name", "copy", "name", "name"],
+        "rope_theta": [1e4, 1e4, 1e4, 500.0, 1e4]})
+    assert list(comparisons.at_settings(frame).index) == [0, 1, 4]
+    assert list(comparisons.variant_rows(frame, "llama", "recall").index) == [0, 1]
+    assert list(comparisons.variant_rows(frame, "llama", "recall", "finite").index) == [0]
+    assert list(comparisons.variant_rows(frame, "llama", "recall", answer="copy").index) == [2]
+    assert list(comparisons.variant_rows(frame, "llama", "recall", rope_theta=500).index) == [3]
+    assert comparisons.variant_rows(frame, "llama", "addition").empty
+
+
 def test_loss_at_stop_is_each_runs_last_evaluation():
     curves = load_curves()
     last = comparisons.loss_at_stop(curves)

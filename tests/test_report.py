@@ -124,6 +124,9 @@ def test_readable_tables_write_numbers_as_the_prose_does():
     assert list(out.x) == ["−0.379", "0.000", "0.000"] and list(out.n) == ["102,528", "−2", "7"]
     assert list(out.index) == ["−3.0", "0.0", "1.5"] and out.index.name == "z"
     assert report.signed_number(-1234.5, 1) == "−1,234.5"
+    # with `plus`, positives carry a sign; zero (after rounding) never does
+    assert [report.signed_number(x, 1, plus=True) for x in (2.25, 1234.5, -0.04, 0.04)] == \
+        ["+2.2", "+1,234.5", "0.0", "0.0"]
 
 
 def test_glue_is_myst_nbs_without_the_iri_grammars():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import matplotlib.ticker
 
+from ..config import REGIMES
 from .style import BLUE, CHANCE_COLOR, NEUTRAL, VERMILION, plain_ticks, use_book_style
 
 # ---------------------------------------------------------------- losses
@@ -33,7 +34,7 @@ def loss_curves_axes(ax, curves, color=BLUE):
     return ax
 
 
-def loss_figure(curves, variant: str, task: str, regimes=("finite", "fresh"), hline: float | None = None,
+def loss_figure(curves, variant: str, task: str, regimes=REGIMES, hline: float | None = None,
                 hline_label: str | None = None):
     """Training vs validation loss of every seed of one variant and task: a column per
     regime, a row for the seeds that solved and one for those that did not (each panel its

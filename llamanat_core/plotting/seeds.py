@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..config import REGIMES
 from .style import BLUE, CHANCE_COLOR, PALETTE, TASK_COLORS, VARIANT_COLORS
 
 
@@ -120,7 +121,7 @@ def accuracy_grid(tables: dict, step: int, figsize=(8, 6.4)):
     return fig
 
 
-def length_panels(data, title: str, rows, pairs=(4, 8, 12), regimes=("finite", "fresh")):
+def length_panels(data, title: str, rows, pairs=(4, 8, 12), regimes=REGIMES):
     """Recall accuracy against the item's length, one panel per data regime: a curve per
     seed and the mean for each of `rows` (variants, in their colours), and the chance
     floor, which falls with the item (1/4, 1/8, 1/12). `data` has the columns regime,

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-from ..config import VARIANTS
+from ..config import REGIMES, VARIANTS
 from ..train import Budget
 from ..util import atomic_write_text
 from .cache import (
@@ -270,7 +270,7 @@ def chapter_results(measurements, fresh: bool = False, seeds=SEEDS, steps: int |
         return df[keep].reset_index(drop=True)
     budget = Budget.for_steps(None if steps is None else int(steps))
     # compiled as the study unless LLAMANAT_COMPILE=0 (recorded in every run either way)
-    regimes = ("finite", "fresh") if regime is None else (regime,)
+    regimes = REGIMES if regime is None else (regime,)
     p = plan(tuple(measurements), seeds, budget, compile=study_compile(committed=False), regimes=regimes)
     if variants is not None:
         p = {m: [r for r in runs if r.variant in variants] for m, runs in p.items()}
