@@ -298,7 +298,7 @@ def published_text(key: str) -> str:
 def _verdict_text(rows: pd.DataFrame, finding: Finding) -> tuple[str, str]:
     """The finding's tests ('abs_pos vs llama: speed, accuracy at 1,200 steps') and their
     verdicts per regime, in the order of the tests."""
-    from .decision_figures import METRIC_TITLES
+    from .decision_tables import METRIC_TITLES
 
     if rows.empty:
         return finding.no_test or "no comparison of the study tests it", "–"

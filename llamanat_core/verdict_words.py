@@ -13,7 +13,7 @@ difference beyond the margin, never that the two do not differ.
 """
 from __future__ import annotations
 
-from .decision_figures import decision_effect_text, margin_text
+from .decision_tables import decision_effect_text, margin_text
 
 NAMES = {
     "llama": "llama", "layernorm": "LayerNorm", "postnorm": "post-norm",

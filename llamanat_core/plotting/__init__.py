@@ -10,6 +10,9 @@ seeds.py      each seed's value per row (`seed_points`, `seed_curves`), the chan
 curves.py     training and validation loss curves: per regime, solved and unsolved seeds
               apart, each seed faint and the median thick
 attention.py  attention maps and the task summaries of `llamanat_core.mechanism`
+decisions.py  what `comparisons.decide` returns: the forest of the primary endpoints, the
+              share solved by each step, per-seed strips, an interval read off its test
+              (imported as a module: `from llamanat_core.plotting import decisions`)
 
 Chapters import everything from here (`from llamanat_core.plotting import show, ...`).
 """

@@ -1,11 +1,5 @@
-"""What the results chapter and the methods appendix show of `comparisons.decide`.
-
-Tables (`decision_table`): one formatted row per comparison, with n, why it stopped, the
-effect and its interval (speed as a ratio ×0.34 [0.18, 0.57], accuracy as a gap in points
-with a real minus sign), the margin, Holm p, P(better) with its interval and, for an
-undecided row, the seeds that would give it 80 % power.
-
-Figures, drawn with the book's style and colour-blind-safe palette (`llamanat_core.plotting`):
+"""The figures of the study's decisions, drawn with the book's style and colour-blind-safe
+palette; their words (labels, effects, titles) come from `llamanat_core.decision_tables`.
 
 - `decision_forest`: the primary endpoints as small multiples, one panel per measurement ×
   endpoint, every interval inside its panel, the equivalence margin shaded, ratios on a log
@@ -13,9 +7,10 @@ Figures, drawn with the book's style and colour-blind-safe palette (`llamanat_co
 - `solve_curves_figure`: the share of seeds solved by each step, at most two curves a
   panel (the reference and one control); the time is capped, so every run is observed;
 - `seed_strip_figure`: per-seed values of a few comparisons, each seed's two runs joined
-  by a faint line, the two medians by a thick one.
+  by a faint line, the two medians by a thick one;
+- `inversion_figure`: an interval read off its test, p against the shift.
 
-The verdict colours are `plotting.VERDICT_COLORS`, with `not learned` added here.
+The verdict colours are `VERDICT_COLORS`, with `not learned` added here.
 """
 from __future__ import annotations
 
@@ -24,19 +19,9 @@ import math
 import numpy as np
 import pandas as pd
 
-from .comparisons import variant_rows
-from .plotting import (
-    CHANCE_COLOR,
-    NEUTRAL,
-    PALETTE,
-    VERDICT_COLORS,
-    chance_line,
-    legend_outside,
-    margin_label,
-    plain_number,
-    use_book_style,
-)
-from .report import MINUS, pct, signed_number
+from ..decision_tables import MEASUREMENT_TITLES, METRIC_TITLES, is_ratio, row_label
+from .seeds import chance_line, legend_outside, margin_label
+from .style import CHANCE_COLOR, NEUTRAL, PALETTE, VERDICT_COLORS, plain_number, use_book_style
 
 RATIO_TICKS = (0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50)
 FINE_RATIO_TICKS = (0.25, 0.4, 0.8, 1.25, 2.5, 4)
@@ -45,169 +30,9 @@ COLORS = dict(VERDICT_COLORS, **{"both at chance": PALETTE[4], "not learned": CH
 MARGIN_COLOR = "#cfe3f2"
 MARGIN_LABEL = "equivalence margin"
 NULL_LABEL = "no difference"
-METRIC_TITLES = {"speed": "speed (time to solve, ratio)", "length_8": "accuracy at 8 pairs",
-                 "length_12": "accuracy at 12 pairs", "test_acc@1200": "accuracy at 1,200 steps"}
-MEASUREMENT_TITLES = {"matrix": "each control vs llama", "length": "each control vs llama",
-                      "sweep": "RoPE base vs 10,000", "alphabet": "copy vs name answers"}
-PENDING = "added seeds so far"
-SHORT_TITLES = {"speed": "speed", "length_8": "8 pairs", "length_12": "12 pairs",
-                "test_acc@1200": "1,200 steps"}
 STEP_TICKS = (50, 100, 200, 300, 500, 1000, 2000, 3000, 5000, 10000)
 REFERENCE_STYLE = {"color": "#666666", "lw": 1.4, "ls": "--"}
 """The reference's curve: grey and dashed, apart from every control colour (black included)."""
-
-
-# ---------------------------------------------------------------- what a chapter reads
-
-def chapter_decisions(seeds, steps=None, fresh: bool = False):
-    """(results, runs, decisions) of a chapter that shows the study's decisions.
-
-    The committed study is read with every seed it holds, the added ones included, when a
-    chapter asks for the default seeds (the first ten): the rows waiting for added seeds say
-    how many are in. Other seeds, or fresh=True (a reader's own runs, trained through the
-    study runner), are read as asked. `runs` is `comparisons.runs_table`, one row per run."""
-    from . import comparisons
-    from .study import MEASUREMENTS, SEEDS, chapter_results, load_results
-
-    seeds = tuple(seeds)
-    if not fresh and seeds == tuple(SEEDS):
-        seeds = tuple(sorted(int(s) for s in set(load_results().seed)))
-    results = chapter_results(list(MEASUREMENTS), fresh=fresh, seeds=seeds, steps=steps, regime=None)
-    return results, comparisons.runs_table(results), comparisons.decide(results)
-
-
-# ---------------------------------------------------------------- words and numbers
-
-def signed(x: float, digits: int = 1) -> str:
-    """A signed number with a real minus sign: −12.5, +3.0, 0.0; a dash when there is none."""
-    if x is None or not np.isfinite(x):
-        return "–"
-    return signed_number(x, digits, plus=True)
-
-
-def is_ratio(metric: str) -> bool:
-    return metric == "speed"
-
-
-def decision_effect_text(row) -> str:
-    """The effect and its interval: ×0.34 [0.18, 0.57] for speed, −12.5 [−20.0, −3.0]
-    points for accuracy; a dash when the row has none (a question nobody learns)."""
-    if not np.isfinite(row.effect):
-        return "–"
-    if is_ratio(row.metric):
-        return f"×{row.effect:.2f} [{row.ci_low:.2f}, {row.ci_high:.2f}]"
-    return f"{signed(100 * row.effect)} [{signed(100 * row.ci_low)}, {signed(100 * row.ci_high)}]"
-
-
-def margin_text(row) -> str:
-    if is_ratio(row.metric):
-        return f"{row.margin_low:.2g}–{row.margin_high:.3g}"
-    return f"±{100 * row.margin_high:.0f}"
-
-
-def _value_text(x: float, metric: str) -> str:
-    """A row's value: geometric-mean steps for speed (thousands separated), else a percentage."""
-    if not np.isfinite(x):
-        return "–"
-    return f"{x:,.0f}" if is_ratio(metric) else pct(x)
-
-
-def _p_text(p: float) -> str:
-    if p is None or not np.isfinite(p):
-        return "–"
-    return "<0.001" if p < 0.001 else f"{p:.3f}"
-
-
-def prob_text(row) -> str:
-    if not np.isfinite(row.prob_better):
-        return "–"
-    return f"{row.prob_better:.2f} [{row.prob_better_low:.2f}, {row.prob_better_high:.2f}]"
-
-
-def seeds_text(x: float) -> str:
-    return f"{x:,.0f}" if x is not None and np.isfinite(x) else "–"
-
-
-def row_label(row) -> str:
-    """A comparison's short name: the control, and task and regime where they vary."""
-    if row.measurement == "sweep":
-        return "base " + row.control.removeprefix("rope_theta=")
-    if row.measurement == "alphabet":
-        return row.comparison.replace(" vs ", " vs ")
-    control = "every control" if row.verdict == "not learned" else row.control
-    if row.measurement == "matrix":
-        return f"{control}, {row.task}, {row.regime}"
-    return f"{control}, {row.regime}"
-
-
-def is_pending(stopped: str) -> bool:
-    return PENDING in str(stopped)
-
-
-def decision_table(decisions: pd.DataFrame, metrics=None, measurements=None) -> pd.DataFrame:
-    """One formatted row per comparison of `decisions` (the frame of `comparisons.decide`):
-    rows of the given metrics (endpoint names) and measurements, in their order."""
-    d = decisions
-    if metrics is not None:
-        d = d[d.metric.isin(metrics)]
-    if measurements is not None:
-        d = d[d.measurement.isin(measurements)]
-    rows = []
-    for r in d.itertuples():
-        rows.append({
-            "measurement": r.measurement, "endpoint": r.metric, "comparison": row_label(r),
-            "n": int(r.n), "reference": _value_text(r.reference_value, r.metric),
-            "control": _value_text(r.control_value, r.metric),
-            "effect [interval]": decision_effect_text(r), "margin": margin_text(r),
-            "Holm p": _p_text(r.p_holm),
-            "P(better) [interval]": prob_text(r), "verdict": r.verdict, "why it stopped": r.stopped,
-            "seeds needed": seeds_text(r.seeds_needed)})
-    cols = ["measurement", "endpoint", "comparison", "n", "reference", "control", "effect [interval]",
-            "margin", "Holm p", "P(better) [interval]", "verdict", "why it stopped", "seeds needed"]
-    out = pd.DataFrame(rows, columns=cols)
-    return out.set_index(["measurement", "endpoint", "comparison"])
-
-
-def decision_counts(decisions: pd.DataFrame) -> dict:
-    """How many comparisons ended how: decided (better + worse), better, worse,
-    equivalent, undecided, at chance, not learned, and undecided rows whose added seeds
-    are still being trained (pending)."""
-    v = decisions.verdict
-    return {"total": len(decisions), "better": int((v == "better").sum()), "worse": int((v == "worse").sum()),
-            "decided": int(v.isin(["better", "worse"]).sum()), "equivalent": int((v == "equivalent").sum()),
-            "undecided": int((v == "undecided").sum()), "at chance": int((v == "both at chance").sum()),
-            "not learned": int((v == "not learned").sum()),
-            "pending": int(decisions.stopped.map(is_pending).sum())}
-
-
-def arm_values(runs: pd.DataFrame, arm: tuple, column: str) -> pd.Series:
-    """One row's value per seed (indexed by seed) from `comparisons.runs_table`; `arm` is
-    a decision's `reference_arm` or `control_arm`: (task, variant, regime, rope_theta, answer).
-    A row with no arms (a family no row learns, reported as one row) has no values."""
-    if not isinstance(arm, tuple):
-        return pd.Series(dtype=float, name=column, index=pd.Index([], name="seed", dtype=int))
-    task, variant, regime, theta, answer = arm
-    g = variant_rows(runs, variant, task, regime, answer=answer, rope_theta=theta).drop_duplicates("run")
-    return g.set_index("seed")[column].sort_index()
-
-
-def paired_values(runs: pd.DataFrame, row, column: str) -> pd.DataFrame:
-    """The reference and control values of one decision row, seed by seed (the seeds both
-    rows have; a missing value, such as the solve step of a run that never solved, stays NaN)."""
-    ref, ctl = arm_values(runs, row.reference_arm, column), arm_values(runs, row.control_arm, column)
-    return pd.concat({"reference": ref, "control": ctl}, axis=1, join="inner")
-
-
-def difference_sd(runs: pd.DataFrame, row, seeds) -> float:
-    """Standard deviation of one comparison's per-seed differences on `seeds`, in the
-    endpoint's scale (log ratio for speed, accuracy otherwise); NaN with fewer than two."""
-    from .comparisons import ENDPOINTS
-
-    ep = ENDPOINTS[row.metric]
-    p = paired_values(runs, row, ep.column)
-    p = p[p.index.isin(seeds)]
-    diff = np.log(p.control / p.reference) if ep.log else p.control - p.reference
-    return float(np.std(diff, ddof=1)) if len(diff) > 1 else math.nan
 
 
 # ---------------------------------------------------------------- forest of the primary endpoints
@@ -476,8 +301,5 @@ def inversion_figure(shifts, pvalues, level: float, interval: tuple[float, float
     return fig
 
 
-__all__ = ["inversion_figure", "chapter_decisions", "decision_table", "decision_counts",
-           "decision_effect_text", "signed", "row_label", "decision_forest", "forest_axes",
-           "panel_limits", "ratio_ticks", "plain", "share_solved", "solve_curves_figure",
-           "seed_strip_figure", "arm_name", "is_pending", "arm_values", "paired_values", "difference_sd",
-           "MINUS"]
+__all__ = ["decision_forest", "forest_axes", "panel_limits", "ratio_ticks", "plain", "arm_name",
+           "share_solved", "solve_curves_figure", "seed_strip_figure", "inversion_figure"]

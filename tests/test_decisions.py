@@ -1,5 +1,5 @@
-"""The tables and figures of the study's decisions (llamanat_core.decision_figures), on
-constructed decision rows where the answer is known and on the committed study."""
+"""The tables and figures of the study's decisions (`decision_tables`, `plotting.decisions`),
+on constructed decision rows where the answer is known and on the committed study."""
 from __future__ import annotations
 
 import math
@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from llamanat_core import decision_figures as dfig
+from llamanat_core import decision_tables as dtab
+from llamanat_core.plotting import decisions as dfig
 
 PLAIN = re.compile(r"^\u2212?\d+(\.\d+)?$|^\u2212?\d{1,3}(,\d{3})+$")
 
@@ -48,34 +49,38 @@ def decisions():
 
 def test_effects_read_as_the_book_writes_them(decisions):
     rows = list(decisions.itertuples())
-    assert dfig.decision_effect_text(rows[0]) == "×0.34 [0.18, 0.57]"
-    assert dfig.decision_effect_text(rows[3]) == "\u221254.5 [\u221274.5, \u221218.5]"  # a real minus sign
-    assert "-" not in dfig.decision_effect_text(rows[3])
-    assert dfig.decision_effect_text(rows[5]) == "–"
-    assert dfig.signed(-0.04, 1) == "0.0" and dfig.signed(3, 1) == "+3.0"
+    assert dtab.decision_effect_text(rows[0]) == "×0.34 [0.18, 0.57]"
+    assert dtab.decision_effect_text(rows[3]) == "\u221254.5 [\u221274.5, \u221218.5]"  # a real minus sign
+    assert "-" not in dtab.decision_effect_text(rows[3])
+    assert dtab.decision_effect_text(rows[5]) == "–"
+    assert dtab.signed(-0.04, 1) == "0.0" and dtab.signed(3, 1) == "+3.0"
 
 
 def test_decision_table_formats_every_row(decisions):
-    t = dfig.decision_table(decisions)
+    t = dtab.decision_table(decisions)
     assert len(t) == len(decisions)
     assert list(t["seeds needed"]) == ["–", "–", "46,122", "–", "–", "–"]  # thousands separated
     assert t["reference"].iloc[0] == "1,683" and t["reference"].iloc[3] == "80.0%"
     assert t["margin"].iloc[0] == "0.8–1.25" and t["margin"].iloc[3] == "±15"
     assert t["Holm p"].iloc[2] == "–" and t["Holm p"].iloc[0] == "0.014"
-    only = dfig.decision_table(decisions, ["length_12"])
+    only = dtab.decision_table(decisions, ["length_12"])
     assert set(only.index.get_level_values("endpoint")) == {"length_12"}
 
 
-def test_no_public_name_is_also_one_of_the_earlier_verdicts():
-    """One name, one home: what this module exports is not also a name in comparisons or plotting."""
+def test_no_public_name_has_two_homes():
+    """One name, one home: what the two modules export is neither exported by the other
+    nor a name in comparisons or the plotting package."""
     from llamanat_core import comparisons, plotting
 
-    shared = {n for n in dfig.__all__ if hasattr(comparisons, n) or hasattr(plotting, n)}
-    assert not shared
+    for module, other in ((dtab, dfig), (dfig, dtab)):
+        shared = {n for n in module.__all__
+                  if hasattr(comparisons, n) or hasattr(plotting, n) or n in other.__all__}
+        assert not shared, (module.__name__, shared)
+        assert all(hasattr(module, n) for n in module.__all__), module.__name__
 
 
 def test_decision_counts_add_up_and_count_pending_rows(decisions):
-    c = dfig.decision_counts(decisions)
+    c = dtab.decision_counts(decisions)
     assert c == {"total": 6, "better": 1, "worse": 2, "decided": 3, "equivalent": 0, "undecided": 1,
                  "at chance": 1, "not learned": 1, "pending": 1}
 
@@ -198,10 +203,10 @@ def test_paired_values_keeps_unsolved_runs():
                          "solve_step": [500.0, np.nan, np.nan, 300.0]})
     row = pd.Series({"reference_arm": ("addition", "llama", "finite", 10000.0, "name"),
                      "control_arm": ("addition", "x", "finite", 10000.0, "name")})
-    pair = dfig.paired_values(runs, row, "solve_step")
+    pair = dtab.paired_values(runs, row, "solve_step")
     assert list(pair.index) == [0] and pair.loc[0, "reference"] == 500 and np.isnan(pair.loc[0, "control"])
     nobody = pd.Series({"reference_arm": np.nan, "control_arm": np.nan})  # "not learned": one row, no arms
-    empty = dfig.paired_values(runs, nobody, "solve_step")
+    empty = dtab.paired_values(runs, nobody, "solve_step")
     assert empty.empty and list(empty.columns) == ["reference", "control"]
 
 
@@ -210,7 +215,7 @@ def test_committed_study_rows_have_intervals_inside_their_panels():
 
     from llamanat_core.study import SEEDS
 
-    _, _, d = dfig.chapter_decisions(SEEDS)
+    _, _, d = dtab.chapter_decisions(SEEDS)
     primary = d[d.primary.astype(bool)]
     columns = [[("matrix", "speed"), ("sweep", "speed"), ("alphabet", "speed")],  # as the results chapter
                [("length", "length_8"), ("length", "length_12"), ("sweep", "length_8"),
@@ -220,7 +225,7 @@ def test_committed_study_rows_have_intervals_inside_their_panels():
         lo, hi = ax.get_xlim()
         assert all(lo < seg[:, 0].min() and seg[:, 0].max() < hi for seg in _bars(ax))
     plt.close(fig)
-    assert (dfig.decision_table(d)["effect [interval]"].str.contains("-")).sum() == 0
+    assert (dtab.decision_table(d)["effect [interval]"].str.contains("-")).sum() == 0
 
 
 def test_difference_sd_is_the_spread_of_the_per_seed_differences():
@@ -232,5 +237,5 @@ def test_difference_sd_is_the_spread_of_the_per_seed_differences():
     row = types.SimpleNamespace(metric="length_8",
                                 reference_arm=("recall", "llama", "finite", 10_000.0, "name"),
                                 control_arm=("recall", "x", "finite", 10_000.0, "name"))
-    assert dfig.difference_sd(runs, row, seeds=[0, 1, 2]) == pytest.approx(np.std([0.1, 0.2, 0.4], ddof=1))
-    assert np.isnan(dfig.difference_sd(runs, row, seeds=[0]))
+    assert dtab.difference_sd(runs, row, seeds=[0, 1, 2]) == pytest.approx(np.std([0.1, 0.2, 0.4], ddof=1))
+    assert np.isnan(dtab.difference_sd(runs, row, seeds=[0]))
