@@ -11,12 +11,10 @@ export PYTHONHASHSEED := 0
 
 .PHONY: venv study chapters figures book browser test test-fast test-slow lint bench clean lab
 
-# --no-compile: pip would byte-compile every file it installs (a minute on one core), and
-# the tests import a small part of them; Python compiles those on first import instead.
-$(STAMP): requirements.txt pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --no-compile -r requirements.txt
-	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
+# The pinned lines of requirements.txt, installed by uv (pinned there too) with torch's
+# file chosen by pip; pip installs everything if uv cannot (tools/make_venv.sh says why).
+$(STAMP): requirements.txt pyproject.toml tools/make_venv.sh
+	tools/make_venv.sh $(VENV) $(PYTHON)
 	touch $(STAMP)
 
 venv: $(STAMP)
