@@ -2,7 +2,7 @@
 and CONTRIBUTING stay short and their links resolve, CONTRIBUTING and the book's code walk
 (book/code.md) map every module and the walk names only objects that exist, and
 `make test`'s Chromium step installs the browser as root and otherwise stops with the
-command to run."""
+command to run; the virtualenv step installs exactly the pins, torch's file as pip chose it."""
 from __future__ import annotations
 
 import importlib
@@ -219,3 +219,67 @@ def test_with_chromium_nothing_is_done(tmp_path):
     result = _ensure_chromium(_fake_bin(tmp_path, uid=0, chromium=True))
     assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
     assert not (tmp_path / "apt.log").exists()
+
+
+MAKE_VENV = ROOT / "tools" / "make_venv.sh"
+
+
+def test_every_requirement_is_pinned_and_the_installer_finds_its_two():
+    """requirements.txt is the one list of what is installed: every line `name==version`,
+    uv and torch among them (tools/make_venv.sh reads both pins from it)."""
+    lines = (ROOT / "requirements.txt").read_text().splitlines()
+    assert all(re.fullmatch(r"[A-Za-z0-9_.\-]+==[A-Za-z0-9_.+\-]+", ln) for ln in lines)
+    names = {ln.split("==")[0] for ln in lines}
+    assert {"uv", "torch"} <= names and len(names) == len(lines)
+
+
+def _fake_venv(tmp_path: Path, uv_fails: bool) -> tuple[Path, Path]:
+    """A virtualenv whose python and uv only log their arguments; `pip download` leaves a
+    torch wheel in the folder it is given, as pip does with the CPU wheel on disk."""
+    venv, log = tmp_path / "venv", tmp_path / "calls.log"
+    (venv / "bin").mkdir(parents=True)
+    python = (f'#!/bin/sh\necho "python $*" >> {log}\n'
+              'if [ "$3" = download ]; then touch "$7/torch-2.13.0+cpu-cp311-none-any.whl"; fi\n')
+    uv = f'#!/bin/sh\necho "uv $*" >> {log}\n' + ("exit 1\n" if uv_fails else "")
+    for name, body in (("python", python), ("uv", uv)):
+        (venv / "bin" / name).write_text(body)
+        (venv / "bin" / name).chmod(0o755)
+    return venv, log
+
+
+def _make_venv(venv: Path):
+    return subprocess.run([shutil.which("bash"), str(MAKE_VENV), str(venv), "python3"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=30)
+
+
+def _pin(name: str) -> str:
+    return next(ln for ln in (ROOT / "requirements.txt").read_text().splitlines()
+                if ln.startswith(name + "=="))
+
+
+def test_uv_installs_the_pins_with_the_torch_file_pip_chose(tmp_path):
+    venv, log = _fake_venv(tmp_path, uv_fails=False)
+    result = _make_venv(venv)
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    calls = log.read_text().splitlines()
+    assert calls[0] == f"python -m pip install -q {_pin('uv')}"
+    download = re.fullmatch(rf"python -m pip download -q --no-deps -d (\S+) {re.escape(_pin('torch'))}",
+                            calls[1])
+    assert download, calls[1]
+    wheels = download.group(1)
+    assert calls[2:] == [
+        f"uv pip install -q --python {venv}/bin/python -r requirements.txt "
+        f"{wheels}/torch-2.13.0+cpu-cp311-none-any.whl",
+        "python -m pip install -q --no-deps --no-build-isolation -e ."]
+    assert not Path(wheels).exists()  # the copied wheel does not outlive the install
+
+
+def test_without_uv_pip_installs_everything(tmp_path):
+    venv, log = _fake_venv(tmp_path, uv_fails=True)
+    result = _make_venv(venv)
+    assert result.returncode == 0
+    assert result.stderr.splitlines() == [
+        "uv could not install requirements.txt; installing it with pip instead"]
+    calls = log.read_text().splitlines()
+    assert calls[-2:] == ["python -m pip install -q --no-compile -r requirements.txt",
+                          "python -m pip install -q --no-deps --no-build-isolation -e ."]
