@@ -30,6 +30,7 @@ The written file is what the methods appendix quotes.
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import math
 import time
@@ -111,36 +112,49 @@ def made_up_shapes(rng) -> dict:
             "skewed": (lambda n: np.where(rng.random(n) < 0.6, 0, rng.normal(80, 30, n)), 32.0)}
 
 
-def coverage(rng, intervals: int, q: float = 0.6, median: float = 1500.0):
-    """Intervals at a fixed 95 % for one control that really differs, in three ways."""
-    covered, total = 0, 0
+def real_difference_draws(rng, intervals: int, q: float = 0.6, median: float = 1500.0):
+    """(first ten, added seeds, true mean) of `intervals` comparisons of one control that
+    really differs, spread evenly over `CASES`."""
     for q_c, median_c in CASES:
         truth = true_mean(q_c, median_c, q, median)
         for _ in range(intervals // len(CASES)):
             shared = rng.standard_normal(sequential.MAX_SEEDS)
             ref = draw_times(rng, sequential.MAX_SEEDS, q, median, shared)
             _, first, stage2, _, _ = comparison(rng, shared, ref, q_c, median_c)
-            lo, hi = sequential.interval(first, stage2, stats.ALPHA, (-400, 400))
-            covered += lo <= truth <= hi
-            total += 1
-    return covered, total
+            yield first, stage2, truth
+
+
+def made_up_draws(rng, per_case: int):
+    """(case, first, added, true mean): `per_case` draws of each made-up shape, read as two
+    stages (10 + 30 seeds) and as one stage of all 40."""
+    for name, (draw, truth) in made_up_shapes(rng).items():
+        for design in ("two stages", "one stage"):
+            for _ in range(per_case):
+                d = np.round(draw(sequential.MAX_SEEDS)).astype(np.int64)
+                first, added = (d[:10], d[10:]) if design == "two stages" else (d, None)
+                yield f"{name}, {design}", first, added, truth
+
+
+def covers(first, added, truth) -> bool:
+    """Whether the study's 95 % interval holds the true mean."""
+    lo, hi = sequential.interval(first, added, stats.ALPHA, (-400, 400))
+    return lo <= truth <= hi
+
+
+def coverage(rng, intervals: int):
+    """Intervals at a fixed 95 % for one control that really differs: (covered, total)."""
+    hits = [covers(*draw) for draw in real_difference_draws(rng, intervals)]
+    return sum(hits), len(hits)
 
 
 def symmetry(rng, intervals: int) -> dict:
     """Where the coverage goes: 95 % intervals for the mean of made-up differences, symmetric
     (normal) or skewed like the study's (most seeds 0, the rest one large lump), from the two
-    stages (10 + 30 seeds) and from one stage of all 40. Returns coverage per case."""
-    out = {}
-    for name, (draw, truth) in made_up_shapes(rng).items():
-        for design in ("two stages", "one stage"):
-            hits = 0
-            for _ in range(intervals):
-                d = np.round(draw(sequential.MAX_SEEDS)).astype(np.int64)
-                first, added = (d[:10], d[10:]) if design == "two stages" else (d, None)
-                lo, hi = sequential.interval(first, added, stats.ALPHA, (-400, 400))
-                hits += lo <= truth <= hi
-            out[f"{name}, {design}"] = hits / intervals
-    return out
+    stages and from one stage of all 40. Returns coverage per case."""
+    hits = collections.Counter()
+    for case, first, added, truth in made_up_draws(rng, intervals):
+        hits[case] += covers(first, added, truth)
+    return {case: n / intervals for case, n in hits.items()}
 
 
 def restopping_interval(first, added, level: float, bounds, grid: int) -> tuple[float, float]:
@@ -180,21 +194,12 @@ def constructions(rng, intervals: int, q: float = 0.6, median: float = 1500.0) -
                 out[name]["by_shape"][key] = out[name]["by_shape"].get(key, 0) + (lo <= truth <= hi)
 
     total = 0
-    for q_c, median_c in CASES:
-        truth = true_mean(q_c, median_c, q, median)
-        for _ in range(intervals // len(CASES)):
-            shared = rng.standard_normal(sequential.MAX_SEEDS)
-            ref = draw_times(rng, sequential.MAX_SEEDS, q, median, shared)
-            _, first, stage2, _, _ = comparison(rng, shared, ref, q_c, median_c)
-            score(None, first, stage2, truth)
-            total += 1
+    for first, stage2, truth in real_difference_draws(rng, intervals, q, median):
+        score(None, first, stage2, truth)
+        total += 1
     per_shape = intervals // len(CASES)  # as many of each shape as of each case
-    for shape, (draw, truth) in made_up_shapes(rng).items():
-        for design in ("two stages", "one stage"):
-            for _ in range(per_shape):
-                d = np.round(draw(sequential.MAX_SEEDS)).astype(np.int64)
-                first, added = (d[:10], d[10:]) if design == "two stages" else (d, None)
-                score(f"{shape}, {design}", first, added, truth)
+    for case, first, added, truth in made_up_draws(rng, per_shape):
+        score(case, first, added, truth)
     base = out[next(iter(CONSTRUCTIONS))]["width"]
     for rec in out.values():
         rec["coverage_ci"] = list(scipy.stats.binomtest(rec["covered"], total).proportion_ci(method="exact"))
