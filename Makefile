@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 WORKERS ?= 2
 export PYTHONHASHSEED := 0
 
-.PHONY: venv study chapters figures book browser test test-fast test-slow lint bench clean lab
+.PHONY: venv corpus study chapters figures book browser test test-fast test-slow lint bench clean lab
 
 # The pinned lines of requirements.txt, installed by uv (pinned there too) with torch's
 # file chosen by pip; pip installs everything if uv cannot (tools/make_venv.sh says why).
@@ -19,12 +19,18 @@ $(STAMP): requirements.txt pyproject.toml tools/make_venv.sh
 
 venv: $(STAMP)
 
+# The text task's corpus: Jane Austen's six novels from Debian's r-cran-janeaustenr,
+# unpacked into .corpus/ (never committed) and checked against the hashes in
+# llamanat_core/text.py. Not root and apt cannot fetch: it stops with the command to run.
+corpus: venv
+	@tools/ensure_corpus.sh $(BIN)/python
+
 # The study: every run of the plan; with the committed cache nothing is left to run.
-study: venv
+study: venv corpus
 	$(BIN)/llamanat study --workers $(WORKERS)
 
 # Execute every chapter with papermill into artifacts/ (reads the committed study).
-chapters: venv
+chapters: venv corpus
 	$(BIN)/llamanat chapters
 
 # The picture README.md shows: the reference decoder as `diagram.block_diagram` draws it
@@ -66,7 +72,7 @@ browser:
 # test on the pages just built (its waits for pages overlap other tests).
 VERIFY_LOG = _build/verify.log
 
-test: browser venv
+test: browser venv corpus
 	$(BIN)/ruff check llamanat_core tests benchmarks
 	mkdir -p _build
 	$(BIN)/llamanat verify > $(VERIFY_LOG) 2>&1 & verify=$$!; \
@@ -77,7 +83,7 @@ test: browser venv
 
 # The slow tier alone (tests marked `slow`: each chapter's tiny-budget fresh run but the
 # one `make test` keeps). Run it after changing the chapter runner or the study's runner.
-test-slow: venv
+test-slow: venv corpus
 	$(BIN)/python -m pytest tests -m slow $(PARALLEL)
 
 # The inner loop (under 2 minutes): lint and the unit tests, eager, without the tiers
@@ -85,7 +91,7 @@ test-slow: venv
 # `make test`.
 FAST_TIERS = not compile and not notebook and not browser and not pool and not slow
 
-test-fast: venv
+test-fast: venv corpus
 	$(BIN)/ruff check llamanat_core tests benchmarks
 	LLAMANAT_COMPILE=0 $(BIN)/python -m pytest tests -q -m "$(FAST_TIERS)"
 

@@ -21,9 +21,9 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from .paths import ROOT
 from .util import atomic_write_text
 
-ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS_DIR = ROOT / "chapters"
 ARTIFACTS_DIR = ROOT / "artifacts"
 

@@ -78,6 +78,8 @@ def cmd_fit(args) -> int:
 
     torch.set_num_threads(args.threads)
     overrides = {"rope_theta": args.rope_theta} if args.rope_theta is not None else {}
+    if args.task == "text":
+        return _fit_text(args, overrides)
     cfg = variant_config(args.variant, **overrides)
     budget = Budget.for_steps(args.steps, args.regime)
     spec = TaskSpec(args.task, args.pairs, args.answer, (8, 12) if args.task == "recall" else ())
@@ -103,6 +105,41 @@ def cmd_fit(args) -> int:
     return 0
 
 
+def _fit_text(args, overrides: dict) -> int:
+    """`llamanat fit --task text`: one text run, its validation curve and endpoints."""
+    import math
+
+    from tqdm.auto import tqdm
+
+    from . import variant_config
+    from .text import VOCAB_SIZE, load_corpus
+    from .text_train import TEXT_ENDPOINTS, TextBudget, fit_text
+
+    cfg = variant_config(args.variant, vocab_size=VOCAB_SIZE, **overrides)
+    budget = TextBudget.for_steps(args.steps, args.lr_scale)
+    corpus = load_corpus()
+    bar = tqdm(total=budget.steps, unit="step", file=sys.stderr, dynamic_ncols=True)
+
+    def progress(step, loss):
+        bar.update()
+        if step % 25 == 0:
+            bar.set_postfix(loss=f"{loss:.4f}")
+
+    result = fit_text(cfg, args.seed, budget, corpus, progress)
+    bar.close()
+    print(f"{args.variant} text seed={args.seed}: {result.model.num_parameters():,} parameters, "
+          f"{budget.steps:,} steps of {budget.batch_size} windows of {budget.context} characters, "
+          f"{result.seconds:.1f} s")
+    print(f"{'step':>6} {'train loss':>11} {'val loss':>9}")
+    for row in result.val_curve:
+        print(f"{row['step']:>6} {row['train_loss']:>11.4f} {row['val_loss']:>9.4f}")
+    for name, what in TEXT_ENDPOINTS.items():
+        v = result.endpoints[name]
+        value = "not defined" if math.isnan(v) else f"{v:.4f} nats = {v / math.log(2):.4f} bits per character"
+        print(f"{name:<10} {value}  ({what})")
+    return 0
+
+
 def cmd_study(args) -> int:
     from .study import (
         MEASUREMENTS,
@@ -114,11 +151,13 @@ def cmd_study(args) -> int:
         unique_runs,
         write_summary,
     )
+    from .study.text_plan import TEXT_MEASUREMENTS
 
     settings = study_settings(args.quick, args.steps, args.seeds, args.cache_dir, args.list)
     only = tuple(args.only) if args.only else MEASUREMENTS + ("kv_cache",)
-    measurements = tuple(m for m in only if m != "kv_cache")
-    options = _executor_options(args, measurements)
+    texts = tuple(m for m in only if m in TEXT_MEASUREMENTS)
+    measurements = tuple(m for m in only if m != "kv_cache" and m not in texts)
+    options = _executor_options(args, measurements + texts)
     # The whole study is the first ten seeds of every row plus the seeds the stage-1 rule adds
     whole = set(measurements) == set(MEASUREMENTS) and settings.seeds == SEEDS and not args.quick
     if args.added_seeds and not whole:
@@ -127,8 +166,9 @@ def cmd_study(args) -> int:
         p = study_plan(settings.cache_dir, settings.budget, settings.compile, train_added=args.added_seeds)
     else:
         p = plan(measurements, settings.seeds, settings.budget, settings.compile) if measurements else {}
+    text = _text_plan(texts, settings) if texts else {}
     if args.list:
-        for r in unique_runs(p) if measurements else ():
+        for r in (unique_runs(p) if measurements else []) + (unique_runs(text) if texts else []):
             print(r.key, r.label)
         if "kv_cache" in only:
             print("kv_cache: KV-cache timings, measured into artifacts/study/kv_timing.json")
@@ -137,6 +177,8 @@ def cmd_study(args) -> int:
         from .study.kv_timing import ensure_timing
 
         ensure_timing(force="kv_cache" in (args.only or ()))
+    if texts:
+        _run_text(text, settings, args, options)
     if not measurements:
         return 0
     entries = run_study(unique_runs(p), settings.cache_dir, args.workers, weights_dir=settings.weights_dir,
@@ -146,6 +188,26 @@ def cmd_study(args) -> int:
         print(f"study: summary written to {settings.cache_dir / 'results.csv'} and "
               f"{settings.cache_dir / 'curves.csv'}", file=sys.stderr)
     return 0
+
+
+def _text_plan(texts, settings) -> dict:
+    """The text measurements at the study's settings: the full budget, or the cap of
+    --steps/--quick; --seeds picks the seeds (the learning-rate check keeps those of 0–2)."""
+    from .study.text_plan import LR_SEEDS, text_plan
+    from .train import Budget
+
+    steps = None if settings.budget == Budget() else settings.budget.steps
+    lr_seeds = tuple(s for s in settings.seeds if s in LR_SEEDS) or settings.seeds[:1]
+    return text_plan(texts, settings.seeds, steps, lr_seeds)
+
+
+def _run_text(text: dict, settings, args, options) -> None:
+    from .study import run_study, unique_runs, write_text_summary
+
+    entries = run_study(unique_runs(text), settings.cache_dir, args.workers,
+                        weights_dir=settings.weights_dir, executor=args.executor, **options)
+    write_text_summary(text, entries, settings.cache_dir)
+    print(f"study: text summary written to {settings.cache_dir / 'text_results.csv'}", file=sys.stderr)
 
 
 def _executor_options(args, measurements) -> dict:
@@ -231,7 +293,8 @@ def _add_fit(sub) -> None:
                                    "the test checkpoints (1,200 steps at least, then until solved "
                                    "or the cap).")
     p.add_argument("--variant", required=True, choices=sorted(VARIANTS))
-    p.add_argument("--task", required=True, choices=("addition", "recall"))
+    p.add_argument("--task", required=True, choices=("addition", "recall", "text"),
+                   help="text: next-character loss on the Austen novels (make corpus first)")
     p.add_argument("--seed", type=_seed, default=0, help="a non-negative integer (0)")
     p.add_argument("--steps", type=_positive, default=None, help="the cap of training steps (4800)")
     p.add_argument("--regime", choices=REGIMES, default="finite",
@@ -239,6 +302,8 @@ def _add_fit(sub) -> None:
     p.add_argument("--pairs", type=_positive, default=4, help="recall pairs at training (4)")
     p.add_argument("--answer", choices=("name", "copy"), default="name", help="recall answer formulation")
     p.add_argument("--rope-theta", type=float, default=None, help="override the RoPE base")
+    p.add_argument("--lr-scale", type=float, default=1.0,
+                   help="text only: multiply the peak learning rate (1)")
     p.add_argument("--threads", type=_positive, default=1, help="torch threads (1, as the study)")
     p.set_defaults(func=cmd_fit)
 
@@ -249,8 +314,10 @@ def _add_study(sub) -> None:
                                    "the runs in flight. Runs train in a local process pool, or as Ray "
                                    "tasks (--executor ray) on this machine or a cluster; either way "
                                    "this process writes every run file.")
-    p.add_argument("--only", nargs="+", choices=("matrix", "length", "sweep", "alphabet", "kv_cache"),
-                   help="only these measurements (kv_cache re-measures the timings)")
+    p.add_argument("--only", nargs="+",
+                   choices=("matrix", "length", "sweep", "alphabet", "kv_cache", "text", "text_lr"),
+                   help="only these measurements (kv_cache re-measures the timings; text and "
+                        "text_lr, the text study and its learning-rate check, run only when named)")
     p.add_argument("--seeds", type=_seeds, default=None, help="e.g. 0-9 or 0,2 (default 0-9)")
     p.add_argument("--workers", type=_positive, default=1,
                    help="worker processes, one thread each (with --executor ray and no --address: "

@@ -45,12 +45,16 @@ from .results import (
     fresh_runs_dir,
     load_curves,
     load_results,
+    load_text_curves,
+    load_text_results,
     run_study,
     study_plan,
     study_settings,
     summary_path,
     write_summary,
+    write_text_summary,
 )
+from .text_plan import TEXT_MEASUREMENTS, TEXT_SEEDS, TextRun, text_plan
 
 __all__ = ["STUDY_DIR", "WEIGHTS_DIR", "check_entry", "environment", "execute", "load_entry",
            "is_committed", "kept_run", "load_model", "load_weights", "study_compile",
@@ -59,4 +63,6 @@ __all__ = ["STUDY_DIR", "WEIGHTS_DIR", "check_entry", "environment", "execute", 
            "EXTRAPOLATE", "added_seed_plan",
            "MEASUREMENTS", "SEEDS", "STUDY_VERSION", "THETAS", "Run", "plan", "unique_runs",
            "FRESH_DIR", "fresh_runs_dir", "chapter_curves", "chapter_results", "curves_frame", "frame",
-           "load_curves", "load_results", "run_study", "study_plan", "summary_path", "write_summary"]
+           "load_curves", "load_results", "load_text_curves", "load_text_results",
+           "run_study", "study_plan", "summary_path", "write_summary",
+           "write_text_summary", "TEXT_MEASUREMENTS", "TEXT_SEEDS", "TextRun", "text_plan"]

@@ -15,15 +15,18 @@ from pathlib import Path
 
 import torch
 
+from ..paths import ROOT
+from ..text_train import TEXT_ENDPOINTS, fit_text
 from ..train import fit
 from ..util import atomic_write_bytes, atomic_write_text, keep_freed_memory, torch_threads
 from .plan import Run, record_key
+from .text_plan import TextRun
 
-ROOT = Path(__file__).resolve().parents[2]
 STUDY_DIR = ROOT / "artifacts" / "study"  # the committed study
 WEIGHTS_DIR = ROOT / "artifacts" / "weights"
 LOSSES_KEPT = 100  # per-step training losses kept in the run file (verify re-fits 50)
 REQUIRED = {"record", "curve", "dense", "losses", "params", "stop_step", "solve_step"}
+TEXT_REQUIRED = {"record", "dense", "losses", "params", "endpoints"}
 
 
 def environment() -> dict:
@@ -132,10 +135,13 @@ def check_entry(path: Path) -> tuple[dict | None, str | None]:
         entry = json.loads(Path(path).read_text())
     except (OSError, ValueError) as e:
         return None, f"unreadable ({e.__class__.__name__}: {e})"
-    if not isinstance(entry, dict) or not REQUIRED <= entry.keys():
+    text = isinstance(entry, dict) and entry.get("record", {}).get("task") == "text"
+    if not isinstance(entry, dict) or not (TEXT_REQUIRED if text else REQUIRED) <= entry.keys():
         return None, "missing fields"
     if record_key(entry["record"]) != Path(path).stem:
         return None, "its record does not match its name"
+    if text:
+        return _check_text_entry(entry)
     budget, stop = entry["record"]["budget"], entry["stop_step"]
     checkpoints = budget["checkpoints"]
     want_curve = len(checkpoints) + (stop not in checkpoints)
@@ -143,6 +149,14 @@ def check_entry(path: Path) -> tuple[dict | None, str | None]:
             or len(entry["curve"]) != want_curve or entry["curve"][-1]["step"] != stop
             or not entry["dense"] or entry["dense"][-1]["step"] != stop
             or len(entry["losses"]) != min(LOSSES_KEPT, stop)):
+        return None, "incomplete curve"
+    return entry, None
+
+
+def _check_text_entry(entry: dict) -> tuple[dict | None, str | None]:
+    steps = entry["record"]["budget"]["steps"]
+    if (set(entry["endpoints"]) != set(TEXT_ENDPOINTS) or not entry["dense"]
+            or entry["dense"][-1]["step"] != steps or len(entry["losses"]) != min(LOSSES_KEPT, steps)):
         return None, "incomplete curve"
     return entry, None
 
@@ -165,6 +179,8 @@ def load_entry(cache_dir: Path, run: Run, weights_dir: Path = WEIGHTS_DIR) -> di
 def execute(run: Run) -> tuple[dict, bytes | None]:
     """Train one run at one torch thread; return its entry and, if kept, its weights
     (safetensors bytes). Writes nothing: the driver stores both."""
+    if isinstance(run, TextRun):
+        return _execute_text(run)
     keep_freed_memory()  # fewer page faults in evaluation; the same numbers
     with torch_threads(1):
         result = fit(run.config, run.spec, run.seed, run.budget, compile=run.compile)
@@ -174,17 +190,34 @@ def execute(run: Run) -> tuple[dict, bytes | None]:
              "stop_step": result.stop_step, "curve": result.test_curve, "dense": result.val_curve,
              "losses": result.losses[:LOSSES_KEPT], "final_loss": result.losses[-1],
              "seconds": round(result.seconds, 2), "env": env}
-    weights = None
-    if run.keeps_weights:
-        from safetensors.torch import save
+    return entry, _weights(run, result.model, result.stop_step)
 
-        state = {k: v.contiguous() for k, v in result.model.state_dict().items()
-                 if k != "lm_head.weight" or not run.config.tie_embeddings}
-        # one JSON string: safetensors stores several metadata keys in arbitrary order
-        meta = json.dumps({"run": run.key, "label": run.label, "step": result.stop_step},
-                          sort_keys=True)
-        weights = save(state, metadata={"run": meta})
-    return entry, weights
+
+def _execute_text(run: TextRun) -> tuple[dict, bytes | None]:
+    """`execute` for a text run: its endpoints, validation curve and first losses."""
+    with torch_threads(1):
+        result = fit_text(run.config, run.seed, run.budget)
+        env = environment()
+    # NaN (a learned table cannot read a longer window) is stored as null: JSON has no NaN
+    endpoints = {k: None if v != v else v for k, v in result.endpoints.items()}
+    entry = {"key": run.key, "record": run.record(), "label": run.label,
+             "params": result.model.num_parameters(), "endpoints": endpoints,
+             "dense": result.val_curve, "losses": result.losses[:LOSSES_KEPT],
+             "final_loss": result.losses[-1], "seconds": round(result.seconds, 2), "env": env}
+    return entry, _weights(run, result.model, run.budget.steps)
+
+
+def _weights(run, model, step: int) -> bytes | None:
+    """The safetensors bytes of a run whose weights are kept (the tied head saved once)."""
+    if not run.keeps_weights:
+        return None
+    from safetensors.torch import save
+
+    state = {k: v.contiguous() for k, v in model.state_dict().items()
+             if k != "lm_head.weight" or not run.config.tie_embeddings}
+    # one JSON string: safetensors stores several metadata keys in arbitrary order
+    meta = json.dumps({"run": run.key, "label": run.label, "step": step}, sort_keys=True)
+    return save(state, metadata={"run": meta})
 
 
 def store(run: Run, entry: dict, weights: bytes | None, cache_dir: Path,

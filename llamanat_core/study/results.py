@@ -178,6 +178,55 @@ def curves_frame(runs: list[Run], entries: dict[str, dict]):
     return df
 
 
+def text_frame(runs, entries: dict[str, dict]):
+    """The text study: one row per run, its endpoints in nats per character (NaN where a
+    learned position table cannot read the window)."""
+    import pandas as pd
+
+    rows = []
+    for r in runs:
+        e = entries.get(r.key)
+        if e is not None:
+            rows.append({"run": r.key, "variant": r.variant, "seed": r.seed,
+                         "rope_theta": r.config.rope_theta, "lr_scale": r.lr_scale,
+                         "params": e["params"], "steps": r.budget.steps,
+                         **{k: float("nan") if v is None else v for k, v in e["endpoints"].items()},
+                         "seconds": e["seconds"]})
+    return pd.DataFrame(rows)
+
+
+def text_curves_frame(runs, entries: dict[str, dict]):
+    """The text runs' validation curves: one row per (run, evaluation)."""
+    import pandas as pd
+
+    rows = [{"run": r.key, "variant": r.variant, "seed": r.seed, "rope_theta": r.config.rope_theta,
+             "lr_scale": r.lr_scale, **point}
+            for r in runs if (e := entries.get(r.key)) is not None for point in e["dense"]]
+    return pd.DataFrame(rows)
+
+
+def write_text_summary(p: dict[str, list], entries: dict[str, dict], cache_dir: Path = STUDY_DIR):
+    """text_results.csv and text_curves.csv from the cached text runs of plan `p`."""
+    runs = unique_runs(p)
+    df = text_frame(runs, entries)
+    _write_if_changed(Path(cache_dir) / TEXT_RESULTS, df.to_csv(index=False, float_format="%.10g"))
+    curves = text_curves_frame(runs, entries)
+    _write_if_changed(Path(cache_dir) / TEXT_CURVES, curves.to_csv(index=False, float_format="%.6g"))
+    return df
+
+
+TEXT_RESULTS, TEXT_CURVES = "text_results.csv", "text_curves.csv"
+
+
+def load_text_results(cache_dir: Path = STUDY_DIR):
+    """The text study as a frame: one row per run (`text_frame`)."""
+    return _read(Path(cache_dir) / TEXT_RESULTS)
+
+
+def load_text_curves(cache_dir: Path = STUDY_DIR):
+    return _read(Path(cache_dir) / TEXT_CURVES)
+
+
 def summary_path(cache_dir: Path = STUDY_DIR) -> Path:
     return Path(cache_dir) / "results.csv"
 

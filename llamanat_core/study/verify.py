@@ -12,13 +12,17 @@ loop and compares the per-step losses with the committed ones.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import zip_longest
 from pathlib import Path
 
 from ..config import variant_config
+from ..text import VOCAB_SIZE
+from ..text_train import TextBudget, text_training_losses
 from ..train import Budget, TaskSpec, training_losses
 from ..util import torch_threads
 from .cache import STUDY_DIR, check_entry
 from .plan import STUDY_VERSION
+from .text_plan import TEXT_VERSION
 
 VERIFY_STEPS = 50
 # Between the ~2.4e-6 that rounding reaches and the ~4.4e-4 of the smallest real change.
@@ -48,22 +52,29 @@ def committed_entries(cache_dir: Path = STUDY_DIR) -> dict[str, dict]:
         if entry is None:
             raise ValueError(f"run file {path.name} is {why}")
         version = entry["record"].get("version")
-        if version != STUDY_VERSION:
+        current = TEXT_VERSION if entry["record"]["task"] == "text" else STUDY_VERSION
+        if version != current:
             raise ValueError(f"run file {path.name} was made by study version {version}, this code "
-                             f"is version {STUDY_VERSION}: the cache belongs to another plan; "
+                             f"is version {current}: the cache belongs to another plan; "
                              "re-run `llamanat study` to bring it up to date")
         out[path.stem] = entry
     return out
 
 
 def sample_keys(entries: dict[str, dict], n: int) -> list[str]:
-    """`n` runs spread over task x regime x variant: round-robin over those groups,
-    each group in key order, so the sample is the same on every machine."""
+    """`n` runs spread over task x regime x variant: round-robin over those groups, the
+    tasks taking turns, each group in key order, so the sample is the same on every
+    machine and holds every task's runs once it has as many runs as tasks."""
     groups: dict[tuple, list[str]] = {}
     for key in sorted(entries):
         rec = entries[key]["record"]
-        groups.setdefault((rec["task"], rec["budget"]["regime"], rec["variant"]), []).append(key)
-    order = [groups[g] for g in sorted(groups)]
+        regime = rec["budget"].get("regime", rec["task"])
+        groups.setdefault((rec["task"], regime, rec["variant"]), []).append(key)
+    by_task: dict[str, list[tuple]] = {}
+    for g in sorted(groups):
+        by_task.setdefault(g[0], []).append(g)
+    # the tasks' groups interleaved: addition's first, recall's first, text's first, ...
+    order = [groups[g] for row in zip_longest(*by_task.values()) for g in row if g is not None]
     picked: list[str] = []
     depth = 0
     while len(picked) < min(n, len(entries)):
@@ -76,12 +87,22 @@ def sample_keys(entries: dict[str, dict], n: int) -> list[str]:
 
 def refit_losses(record: dict, steps: int = VERIFY_STEPS) -> list[float]:
     """The first `steps` losses of the run a record describes, re-fitted with the plain loop."""
+    if record["task"] == "text":
+        return _refit_text(record, steps)
     cfg = variant_config(record["variant"], **dict(map(tuple, record["overrides"])))
     b = dict(record["budget"])
     b["checkpoints"] = tuple(b["checkpoints"])
     spec = TaskSpec(record["task"], 4, record["answer"], tuple(record["extrapolate"]))
     with torch_threads(1):
         return training_losses(cfg, spec, record["seed"], Budget(**b), steps, fast=False)
+
+
+def _refit_text(record: dict, steps: int) -> list[float]:
+    cfg = variant_config(record["variant"], vocab_size=VOCAB_SIZE, **dict(map(tuple, record["overrides"])))
+    b = dict(record["budget"])
+    b["longer"] = tuple(b["longer"])
+    with torch_threads(1):
+        return text_training_losses(cfg, record["seed"], TextBudget(**b), steps)
 
 
 def check(entry: dict, steps: int = VERIFY_STEPS) -> Check:

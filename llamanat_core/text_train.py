@@ -1,0 +1,190 @@
+"""Training on text: next-character loss, a token budget, and the held-out endpoints.
+
+The puzzles' trainer grades answers; this one measures what LLaMA's choices were made to
+lower: cross-entropy of the next token, on every position, in nats per character. Every
+arm gets the same token budget and the same schedule (linear warm-up, then a cosine down
+to a tenth of the peak rate); nothing is tuned per arm except in the learning-rate check,
+which scales the peak rate of every arm alike.
+
+The endpoints, fixed before the first text run (`TEXT_ENDPOINTS`):
+- primary: held-out test loss at the end of the budget, at the training context;
+- speed: the same loss at half the budget;
+- extrapolation: test loss on windows 2× and 4× the training context, the model
+  unchanged. A learned position table has no rows past its length, so for that control
+  these are not defined (NaN): it cannot read a longer window at all.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+from .config import Config
+from .model import TinyLlama
+from .optim import adamw
+from .text import Corpus, gather, load_corpus, training_windows, windows
+
+TEXT_ENDPOINTS = {
+    "loss_end": "held-out test loss at the end of the budget (nats per character; primary)",
+    "loss_half": "held-out test loss at half the budget (speed)",
+    "loss_2x": "held-out test loss on windows twice the training context (extrapolation)",
+    "loss_4x": "held-out test loss on windows four times the training context (extrapolation)",
+}
+
+
+@dataclass(frozen=True)
+class TextBudget:
+    """What every text run gets: `steps` batches of `batch_size` windows of `context`
+    characters (800 × 64 × 48 ≈ 2.5 million characters, about 0.7 passes over the
+    training novels), AdamW at peak `lr` with warm-up and cosine, clipping at `clip`."""
+    steps: int = 800
+    batch_size: int = 64
+    context: int = 48  # the reference Config's max_seq_len: the learned table fits exactly
+    lr: float = 1e-3
+    warmup: int = 40
+    final_lr: float = 0.1  # the cosine ends at this fraction of the peak rate
+    clip: float = 1.0
+    eval_every: int = 50
+    eval_windows: int = 256  # the dense curve: the first windows of the validation half
+    longer: tuple[int, ...] = (2, 4)  # extrapolation windows, as multiples of `context`
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "batch_size", "context", "eval_every", "eval_windows"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+                raise ValueError(f"TextBudget.{name} must be a positive integer, got {v!r}")
+        if not 0 <= self.warmup < self.steps:
+            raise ValueError(f"TextBudget.warmup must lie in 0..steps-1, got {self.warmup!r}")
+        if not self.lr > 0 or not 0 <= self.final_lr <= 1:
+            raise ValueError("TextBudget.lr must be positive and final_lr a fraction in [0, 1]")
+
+    @property
+    def half(self) -> int:
+        return self.steps // 2
+
+    def lr_at(self, step: int) -> float:
+        """The learning rate of step 1..steps: linear warm-up, then a cosine to final_lr."""
+        if step <= self.warmup:
+            return self.lr * step / self.warmup
+        progress = (step - self.warmup) / max(1, self.steps - self.warmup)
+        return self.lr * (self.final_lr + (1 - self.final_lr) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+    @classmethod
+    def for_steps(cls, steps: int | None = None, lr_scale: float = 1.0) -> TextBudget:
+        """The full budget, or one cut to `steps` (warm-up and evaluations scaled alike);
+        `lr_scale` multiplies the peak rate (the learning-rate check)."""
+        full = cls()
+        if steps is not None and (not isinstance(steps, int) or isinstance(steps, bool) or steps < 2):
+            raise ValueError(f"steps must be an integer of at least 2, got {steps!r}")
+        if not isinstance(lr_scale, (int, float)) or lr_scale <= 0:
+            raise ValueError(f"lr_scale must be a positive number, got {lr_scale!r}")
+        if steps is None or steps == full.steps:
+            return cls(lr=full.lr * lr_scale)
+        return cls(steps=steps, warmup=max(1, steps * full.warmup // full.steps) if steps > 2 else 0,
+                   eval_every=max(1, steps // 16), lr=full.lr * lr_scale)
+
+
+def lm_loss(model, ids: torch.Tensor) -> torch.Tensor:
+    """Mean next-token cross-entropy over every position of windows ids (B, T + 1)."""
+    logits = model(ids[:, :-1])  # (B, T, V)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
+
+
+@torch.no_grad()
+def held_out_loss(model: TinyLlama, text: torch.Tensor, context: int, limit: int | None = None,
+                  batch: int = 256) -> float:
+    """Mean loss in nats per character over non-overlapping windows of `context` characters
+    (the first `limit` windows, if given); NaN where the model cannot read such a window
+    (a learned position table shorter than `context`)."""
+    if model.embed_positions is not None and context > model.cfg.max_seq_len:
+        return float("nan")
+    was_training = model.training
+    model.eval()
+    ids = windows(text, context, limit)  # (N, context + 1)
+    total = 0.0
+    for chunk in ids.split(batch):
+        total += lm_loss(model, chunk).item() * len(chunk)
+    model.train(was_training)
+    return total / len(ids)
+
+
+@dataclass
+class TextFitResult:
+    """One text run: the trained model, every training loss, the validation curve and the
+    endpoints of `TEXT_ENDPOINTS`."""
+    model: TinyLlama
+    losses: list[float] = field(default_factory=list)
+    val_curve: list[dict] = field(default_factory=list)  # step, train_loss, val_loss
+    endpoints: dict = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def test_losses(model: TinyLlama, corpus: Corpus, budget: TextBudget) -> dict:
+    """The end-of-budget endpoints on the test half: the training context and longer."""
+    out = {"loss_end": held_out_loss(model, corpus.test, budget.context)}
+    for k in budget.longer:
+        out[f"loss_{k}x"] = held_out_loss(model, corpus.test, k * budget.context)
+    return out
+
+
+def train_text(model: TinyLlama, seed: int, budget: TextBudget, corpus: Corpus, steps: int | None = None):
+    """The plain training loop: yield (step, loss) after each of the first `steps` steps
+    (all of the budget by default). The schedule and the windows are the budget's, so a
+    short replay is exactly the start of the full run."""
+    opt = adamw(model.parameters(), budget.lr)
+    starts = training_windows(corpus.train, budget.context, budget.batch_size, budget.steps, seed)
+    model.train()
+    for step in range(1, (steps or budget.steps) + 1):
+        for group in opt.param_groups:
+            group["lr"] = budget.lr_at(step)
+        opt.zero_grad(set_to_none=True)
+        loss = lm_loss(model, gather(corpus.train, starts[step - 1], budget.context + 1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), budget.clip)
+        opt.step()
+        yield step, loss.item()
+
+
+def fit_text(cfg: Config, seed: int, budget: TextBudget = TextBudget(), corpus: Corpus | None = None,
+             progress=None) -> TextFitResult:
+    """Train one model on the training novels under the budget, measuring the validation
+    curve and the endpoints on the way; same seed and thread count, same bits.
+    `progress(step, loss)` is called after every step if given."""
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    corpus = corpus or load_corpus()
+    model = TinyLlama(cfg, seed=seed)
+    result = TextFitResult(model)
+    t0 = time.perf_counter()
+    for step, loss in train_text(model, seed, budget, corpus):
+        result.losses.append(loss)
+        if progress is not None:
+            progress(step, loss)
+        if step == budget.half:
+            result.endpoints["loss_half"] = held_out_loss(model, corpus.test, budget.context)
+        if step % budget.eval_every == 0 or step == budget.steps:
+            since = result.losses[-(step - (result.val_curve[-1]["step"] if result.val_curve else 0)):]
+            result.val_curve.append({
+                "step": step, "train_loss": sum(since) / len(since),
+                "val_loss": held_out_loss(model, corpus.val, budget.context, budget.eval_windows)})
+    result.endpoints.update(test_losses(model, corpus, budget))
+    result.seconds = time.perf_counter() - t0
+    model.eval()
+    return result
+
+
+def text_training_losses(cfg: Config, seed: int, budget: TextBudget, steps: int,
+                         corpus: Corpus | None = None) -> list[float]:
+    """The first `steps` training losses of the run `fit_text` makes, without evaluating
+    (`llamanat verify` compares them with a committed text run's)."""
+    model = TinyLlama(cfg, seed=seed)
+    return [loss for _, loss in train_text(model, seed, budget, corpus or load_corpus(), steps)]
+
+
+def text_budget_dict(budget: TextBudget) -> dict:
+    d = asdict(budget)
+    d["longer"] = list(d["longer"])
+    return d

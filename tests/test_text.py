@@ -1,0 +1,293 @@
+"""The text task: R's data files read without R, the corpus checked by hash, the tokenizer,
+the windows, the trainer's schedule and determinism, and the text runs in the cache."""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import math
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import pytest
+import torch
+
+from llamanat_core import rdata, text
+from llamanat_core.config import variant_config
+from llamanat_core.study import check_entry
+from llamanat_core.study.text_plan import TEXT_THETAS, TextRun, text_arms, text_plan
+from llamanat_core.text_train import TEXT_ENDPOINTS, TextBudget, fit_text, held_out_loss
+
+ROOT = Path(__file__).resolve().parents[1]
+ENSURE_CORPUS = ROOT / "tools" / "ensure_corpus.sh"
+
+
+# ------------------------------------------------------------------ R's serialization, by hand
+
+def _i(n: int) -> bytes:
+    return struct.pack(">i", n)
+
+
+def _chars(s: str) -> bytes:
+    return _i(9 | (1 << 15)) + _i(len(s.encode())) + s.encode()  # CHARSXP, UTF-8 flag
+
+
+def _strings(items, names=None) -> bytes:
+    return _vector(16, [_chars(s) for s in items], names)
+
+
+def _vector(kind: int, items: list[bytes], names=None) -> bytes:
+    """An R vector of `kind` (items already serialized), with a names attribute if given."""
+    head = _i(kind | ((1 << 9) if names else 0)) + _i(len(items)) + b"".join(items)
+    if not names:
+        return head
+    # the attribute pairlist: one tagged cell, tag the symbol `names`, then R's NULL
+    return head + _i(2 | (1 << 10)) + _i(1) + _chars("names") + _strings(names) + _i(254)
+
+
+def _ints(values) -> bytes:
+    return _i(13) + _i(len(values)) + b"".join(_i(v) for v in values)
+
+
+def _serialize(body: bytes) -> bytes:
+    return b"X\n" + _i(3) + _i(0x040201) + _i(0x030500) + _i(5) + b"UTF-8" + body
+
+
+def _lazyload(tmp_path: Path, objects: dict[str, bytes]) -> Path:
+    """A .rdx/.rdb pair holding `objects` (name -> serialized body), as R writes them."""
+    blob, where = b"", {}
+    for name, body in objects.items():
+        data = _serialize(body)
+        entry = struct.pack(">I", len(data)) + zlib.compress(data)
+        where[name] = (len(blob), len(entry))
+        blob += entry
+    index = _vector(19, [_vector(19, [_ints(list(v)) for v in where.values()], list(where)),
+                         _vector(19, []), _ints([1])], ["variables", "references", "compressed"])
+    stem = tmp_path / "Rdata"
+    stem.with_suffix(".rdb").write_bytes(blob)
+    stem.with_suffix(".rdx").write_bytes(gzip.compress(_serialize(index)))
+    return stem
+
+
+def test_a_named_character_vector_comes_back_as_a_dict():
+    got = rdata.unserialize(_serialize(_strings(["x", "£y"], names=["a", "b"])))
+    assert got == {"a": "x", "b": "£y"}
+
+
+def test_the_lazyload_database_gives_every_variable(tmp_path):
+    stem = _lazyload(tmp_path, {"one": _strings(["First line", "", "third"]), "two": _strings(["z"])})
+    assert rdata.read_lazyload(stem) == {"one": ["First line", "", "third"], "two": ["z"]}
+
+
+def test_an_unknown_r_type_is_named_not_guessed():
+    with pytest.raises(rdata.RDataError, match="R type 3 "):
+        rdata.unserialize(_serialize(_i(3)))  # a closure
+
+
+def test_a_truncated_database_is_refused_by_name(tmp_path):
+    stem = _lazyload(tmp_path, {"one": _strings(["a" * 50])})
+    rdb = stem.with_suffix(".rdb")
+    rdb.write_bytes(rdb.read_bytes()[:-5])
+    with pytest.raises(rdata.RDataError, match="Rdata.rdb is truncated: 'one'"):
+        rdata.read_lazyload(stem)
+
+
+# ------------------------------------------------------------------ the corpus, checked
+
+def _fake_corpus(tmp_path: Path, monkeypatch, texts: dict[str, str]) -> Path:
+    """Novels written to a folder, with their hashes recorded as if they were the corpus."""
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    for name, body in texts.items():
+        (folder / f"{name}.txt").write_text(body)
+    monkeypatch.setattr(text, "SHA256", {n: hashlib.sha256(b.encode()).hexdigest() for n, b in texts.items()})
+    text.load_corpus.cache_clear()
+    return folder
+
+
+SMALL = {n: (f"{text.TITLES[n]}\n\nIt is a truth universally acknowledged, said {i}.\n" * 40)
+         for i, n in enumerate(text.NOVELS)}
+
+
+def test_a_corrupted_novel_is_refused_naming_its_file(tmp_path, monkeypatch):
+    folder = _fake_corpus(tmp_path, monkeypatch, SMALL)
+    (folder / "emma.txt").write_text(SMALL["emma"].replace("truth", "lie"))
+    with pytest.raises(text.CorpusError, match=r"emma\.txt is not the recorded text.*make corpus"):
+        text.load_corpus(folder)
+    assert "emma.txt" in text.check_corpus(folder)
+
+
+def test_a_missing_novel_names_the_command_that_fetches_it(tmp_path, monkeypatch):
+    folder = _fake_corpus(tmp_path, monkeypatch, SMALL)
+    (folder / "persuasion.txt").unlink()
+    with pytest.raises(text.CorpusError, match=r"persuasion\.txt is missing: run `make corpus`"):
+        text.read_novel("persuasion", folder)
+
+
+def test_the_split_is_by_document(tmp_path, monkeypatch):
+    folder = _fake_corpus(tmp_path, monkeypatch, SMALL)
+    c = text.load_corpus(folder)
+    held = SMALL["persuasion"]
+    assert text.decode(c.val) + text.decode(c.test) == held
+    assert text.decode(c.val).endswith("\n") and abs(len(c.val) - len(c.test)) < 60
+    train = text.decode(c.train)
+    assert all(SMALL[n] in train for n in text.TRAIN_NOVELS) and "Persuasion" not in train
+
+
+def test_write_corpus_refuses_another_text(tmp_path, monkeypatch):
+    _fake_corpus(tmp_path, monkeypatch, SMALL)
+    other = {n: _strings(body.split("\n")) for n, body in SMALL.items()}
+    other["emma"] = _strings(["a different Emma"])
+    stem = _lazyload(tmp_path, other)
+    with pytest.raises(text.CorpusError, match="'emma' is not the recorded text"):
+        text.write_corpus(stem, tmp_path / "out")
+    good = _lazyload(tmp_path, {n: _strings(b.split("\n")) for n, b in SMALL.items()})
+    written = text.write_corpus(good, tmp_path / "out")
+    assert [p.read_text() for p in written] == [SMALL[n] for n in text.NOVELS]
+
+
+def test_characters_round_trip_and_a_stranger_is_named():
+    s = "Miss Bennet's £5: \"Oh!\"\n"
+    assert text.decode(text.encode(s)) == s and text.VOCAB_SIZE == 81
+    with pytest.raises(ValueError, match="'é' is not in the text alphabet"):
+        text.encode("café")
+
+
+def test_training_windows_are_one_fixed_order_per_seed():
+    t = torch.arange(1000)
+    a = text.training_windows(t, 16, 4, 10, seed=3)
+    assert torch.equal(a, text.training_windows(t, 16, 4, 10, seed=3))
+    assert torch.equal(a[:6], text.training_windows(t, 16, 4, 6, seed=3))  # a prefix of longer runs
+    assert not torch.equal(a, text.training_windows(t, 16, 4, 10, seed=4))
+    assert int(a.max()) + 17 <= 1000  # every window, inputs and targets, inside the text
+
+
+def test_held_out_windows_cover_the_text_once():
+    t = torch.arange(101)
+    w = text.windows(t, 10)  # (10, 11)
+    assert w.shape == (10, 11) and torch.equal(w[:, 1:].flatten(), torch.arange(1, 101))
+
+
+# ------------------------------------------------------------------ the budget and the trainer
+
+def test_the_schedule_warms_up_then_decays_to_its_floor():
+    b = TextBudget()
+    assert b.lr_at(1) == pytest.approx(b.lr / b.warmup) and b.lr_at(b.warmup) == pytest.approx(b.lr)
+    assert b.lr_at(b.steps) == pytest.approx(b.lr * b.final_lr)
+    rates = [b.lr_at(s) for s in range(b.warmup, b.steps + 1)]
+    assert all(x >= y for x, y in zip(rates, rates[1:]))
+
+
+@pytest.mark.parametrize("field,value", [("steps", 0), ("context", -1), ("warmup", 800), ("lr", 0.0)])
+def test_a_bad_budget_names_its_field(field, value):
+    with pytest.raises(ValueError, match=field):
+        TextBudget(**{field: value})
+
+
+def _slice_corpus() -> text.Corpus:
+    words = "the quick brown fox jumps over the lazy dog and Emma smiled. " * 60
+    ids = text.encode(words)
+    return text.Corpus(ids[:2400], ids[2400:3000], ids[3000:3600])
+
+
+def test_same_seed_same_bits_and_the_loss_falls():
+    budget = TextBudget.for_steps(30)
+    cfg = variant_config("llama", vocab_size=text.VOCAB_SIZE)
+    a, b = (fit_text(cfg, 1, budget, _slice_corpus()) for _ in range(2))
+    assert a.losses == b.losses and a.endpoints == b.endpoints
+    assert set(a.endpoints) == set(TEXT_ENDPOINTS)
+    assert a.losses[-1] < a.losses[0] - 1.0 and a.endpoints["loss_end"] < a.endpoints["loss_half"]
+    assert a.val_curve[-1]["step"] == 30
+
+
+def test_a_learned_table_cannot_read_a_longer_window():
+    cfg = variant_config("abs_pos", vocab_size=text.VOCAB_SIZE)
+    res = fit_text(cfg, 0, TextBudget.for_steps(4), _slice_corpus())
+    assert math.isnan(res.endpoints["loss_2x"]) and math.isnan(res.endpoints["loss_4x"])
+    assert not math.isnan(res.endpoints["loss_end"])
+    assert not math.isnan(held_out_loss(res.model, _slice_corpus().test, 48))
+
+
+# ------------------------------------------------------------------ text runs in the study
+
+def test_the_text_plan_pairs_every_arm_by_seed():
+    p = text_plan(seeds=(0, 1), lr_seeds=(0, 1))
+    arms = text_arms()
+    assert len(p["text"]) == 2 * len(arms) and arms[0] == ("llama", ())
+    assert [o for v, o in arms if o] == [(("rope_theta", th),) for th in TEXT_THETAS]
+    # the learning-rate check shares its 1x runs with the study
+    shared = {r.key for r in p["text"]} & {r.key for r in p["text_lr"]}
+    assert len(shared) == len(arms) * 2
+    assert len({r.key for r in p["text_lr"]}) == len(arms) * 3 * 2
+
+
+def test_a_run_key_changes_with_what_changes_its_numbers():
+    base = TextRun("llama", 0)
+    assert base.key != TextRun("llama", 0, lr_scale=2.0, budget=TextBudget.for_steps(None, 2.0)).key
+    assert base.key != TextRun("llama", 1).key and base.key == TextRun("llama", 0).key
+    with pytest.raises(ValueError, match="TextBudget.for_steps"):
+        TextRun("llama", 0, lr_scale=2.0)  # a rate scale whose budget disagrees
+
+
+def test_an_incomplete_text_run_file_is_not_used(tmp_path):
+    import json
+
+    run = TextRun("llama", 0, budget=TextBudget.for_steps(4))
+    entry = {"record": run.record(), "dense": [{"step": 4}], "losses": [1.0] * 4, "params": 1,
+             "endpoints": dict.fromkeys(TEXT_ENDPOINTS, 1.0)}
+    path = tmp_path / f"{run.key}.json"
+    path.write_text(json.dumps(entry))
+    assert check_entry(path)[1] is None
+    entry["dense"] = [{"step": 2}]
+    path.write_text(json.dumps(entry))
+    assert check_entry(path) == (None, "incomplete curve")
+
+
+# ------------------------------------------------------------------ make corpus
+
+def _run_ensure(tmp_path: Path, tools: dict[str, str], corpus: Path):
+    """tools/ensure_corpus.sh with a PATH of real basics plus the fake `tools` given."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("mktemp", "rm", "bash", "dirname", "cat"):
+        os.symlink(shutil.which(name), bin_dir / name)
+    for name, body in tools.items():
+        (bin_dir / name).write_text("#!/bin/bash\n" + body)
+        (bin_dir / name).chmod(0o755)
+    env = {"PATH": str(bin_dir), "LLAMANAT_CORPUS_DIR": str(corpus), "PYTHONPATH": str(ROOT)}
+    return subprocess.run([shutil.which("bash"), str(ENSURE_CORPUS), sys.executable], env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_without_apt_the_corpus_step_says_what_to_do(tmp_path):
+    result = _run_ensure(tmp_path, {"id": "echo 1000"}, tmp_path / "none")
+    assert result.returncode == 1
+    assert "no apt-get/dpkg-deb" in result.stderr.splitlines()[-1]
+
+
+def test_a_user_whose_apt_cannot_fetch_is_told_the_command(tmp_path):
+    tools = {"id": "echo 1000", "apt-get": "exit 100", "dpkg-deb": "exit 1"}
+    result = _run_ensure(tmp_path, tools, tmp_path / "none")
+    assert result.returncode == 1
+    assert "run `sudo apt-get update`, then make corpus again" in result.stderr.splitlines()[-1]
+
+
+def test_a_ready_corpus_is_left_alone(tmp_path):
+    if text.check_corpus() is not None:
+        pytest.skip("the corpus is not unpacked here (make corpus)")
+    result = _run_ensure(tmp_path, {"id": "echo 1000", "apt-get": "echo called >&2; exit 1"},
+                         text.corpus_dir())
+    assert result.returncode == 0 and "called" not in result.stderr
+
+
+def test_the_replay_verify_uses_is_the_start_of_the_run():
+    from llamanat_core.text_train import text_training_losses
+
+    cfg = variant_config("mqa", vocab_size=text.VOCAB_SIZE)
+    budget = TextBudget.for_steps(12)
+    full = fit_text(cfg, 2, budget, _slice_corpus())
+    assert text_training_losses(cfg, 2, budget, 7, _slice_corpus()) == full.losses[:7]
