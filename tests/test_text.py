@@ -291,3 +291,43 @@ def test_the_replay_verify_uses_is_the_start_of_the_run():
     budget = TextBudget.for_steps(12)
     full = fit_text(cfg, 2, budget, _slice_corpus())
     assert text_training_losses(cfg, 2, budget, 7, _slice_corpus()) == full.losses[:7]
+
+
+# ------------------------------------------------------------------ generating text
+
+def _trained_tiny():
+    cfg = variant_config("llama", vocab_size=text.VOCAB_SIZE, max_seq_len=12)
+    return fit_text(cfg, 0, TextBudget.for_steps(20, 4.0), _slice_corpus()).model.double()
+
+
+def _recomputed(model, prompt: list[int], n_new: int, window: int) -> list[int]:
+    """The rule `sample_text` follows, recomputing every prediction from scratch."""
+    seq, start = list(prompt), 0
+    for _ in range(n_new):
+        logits = model(torch.tensor([seq[start:]]))[0, -1]
+        seq.append(int(logits.argmax()))
+        if len(seq) - start > window:
+            start = len(seq) - window // 2
+    return seq[len(prompt):]
+
+
+def test_greedy_sampling_is_the_recomputed_rule_past_the_window():
+    from llamanat_core.sampling import sample_text
+
+    model = _trained_tiny()
+    prompt = text.encode("the quick")
+    got = sample_text(model, prompt, 40, window=12).tolist()
+    assert got == _recomputed(model, prompt.tolist(), 40, window=12)
+    assert got[:3] == model.generate(prompt[None], 3)[0].tolist()  # inside the window: the cache
+
+
+def test_a_temperature_draws_the_same_text_for_the_same_seed():
+    from llamanat_core.sampling import sample_text
+
+    model = _trained_tiny()
+    prompt = text.encode("Emma")
+    a, b = (sample_text(model, prompt, 30, temperature=1.0, seed=5) for _ in range(2))
+    assert torch.equal(a, b)
+    assert not torch.equal(a, sample_text(model, prompt, 30, temperature=1.0, seed=6))
+    with pytest.raises(ValueError, match="temperature"):
+        sample_text(model, prompt, 3, temperature=-1.0)
