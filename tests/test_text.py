@@ -331,3 +331,4 @@ def test_a_temperature_draws_the_same_text_for_the_same_seed():
     assert not torch.equal(a, sample_text(model, prompt, 30, temperature=1.0, seed=6))
     with pytest.raises(ValueError, match="temperature"):
         sample_text(model, prompt, 3, temperature=-1.0)
+

@@ -1,0 +1,56 @@
+"""The text chapter's own measurements: the corpus in numbers, the baselines a character
+model must beat, and the trained reference read back from its kept weights. They read the
+corpus and the study, and write nothing."""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import torch
+
+from ..study.cache import load_weights
+from ..study.text_plan import TextRun
+from ..text import HELD_OUT, NOVELS, TITLES, TRAIN_NOVELS, Corpus, read_novel, split_held_out
+
+YEARS = {"sensesensibility": 1811, "prideprejudice": 1813, "mansfieldpark": 1814, "emma": 1815,
+         "northangerabbey": 1817, "persuasion": 1817}  # first published
+
+
+def corpus_table() -> pd.DataFrame:
+    """One row per novel: title, year, characters, and the part of the study it serves."""
+    rows = []
+    for name in NOVELS:
+        n = len(read_novel(name))
+        role = "training" if name in TRAIN_NOVELS else "validation (first half), test (second half)"
+        rows.append({"novel": TITLES[name], "published": YEARS[name], "characters": n, "used for": role})
+    return pd.DataFrame(rows).set_index("novel")
+
+
+def held_out_halves() -> tuple[int, int]:
+    """Characters in the validation and the test half of the held-out novel."""
+    val, test = split_held_out(read_novel(HELD_OUT))
+    return len(val), len(test)
+
+
+def unigram_loss(corpus: Corpus) -> float:
+    """Nats per character on the test half of a model that knows only how often each
+    character occurs in the training novels (add-one smoothed): what a model with no
+    context at all achieves."""
+    counts = torch.bincount(corpus.train, minlength=int(corpus.train.max()) + 1).double() + 1
+    counts = torch.nn.functional.pad(counts, (0, max(0, int(corpus.test.max()) + 1 - len(counts))), value=1)
+    logp = (counts / counts.sum()).log()
+    return float(-logp[corpus.test].mean())
+
+
+def uniform_loss(vocab: int) -> float:
+    """A uniform guess over the alphabet: ln V nats per character."""
+    return math.log(vocab)
+
+
+def reference_text_model(variant: str = "llama"):
+    """The study's seed-0 text model of `variant` (weights kept for `llama` and `abs_pos`)."""
+    run = TextRun(variant, 0)
+    model = load_weights(run)
+    if model is None:
+        raise FileNotFoundError(f"no kept weights for {run.label}; run `llamanat study --only text`")
+    return model
