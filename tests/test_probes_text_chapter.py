@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from llamanat_core.probes.text_chapter import corpus_table, unigram_loss, uniform_loss
+from llamanat_core.probes.text_chapter import corpus_table, uniform_loss, unigram_loss
 from llamanat_core.text import Corpus, check_corpus
 
 
