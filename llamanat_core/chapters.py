@@ -28,8 +28,8 @@ CHAPTERS_DIR = ROOT / "chapters"
 ARTIFACTS_DIR = ROOT / "artifacts"
 
 # The chapter order of the book; `_toc.yml` lists the same chapters in the same order.
-CHAPTERS = ("model", "training", "norm", "rope", "swiglu", "gqa", "sweep", "alphabet", "kv_cache", "anatomy",
-            "results", "methods")
+CHAPTERS = ("model", "training", "text", "norm", "rope", "swiglu", "gqa", "sweep", "alphabet", "kv_cache",
+            "anatomy", "results", "methods")
 
 # Papermill bookkeeping that survives sanitising: what the chapter was run with.
 _KEEP_PAPERMILL = ("parameters",)

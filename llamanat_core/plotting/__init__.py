@@ -29,6 +29,7 @@ from .attention import (
 from .curves import (
     loss_curves_axes,
     loss_figure,
+    text_loss_figure,
 )
 from .seeds import (
     accuracy_grid,
@@ -67,7 +68,8 @@ from .style import (
     variant_color,
 )
 
-__all__ = ["DPI", "FIGSIZE", "PALETTE", "NEUTRAL", "BLUE", "ORANGE", "SKY", "GREEN", "VERMILION",
+__all__ = ["text_loss_figure",
+           "DPI", "FIGSIZE", "PALETTE", "NEUTRAL", "BLUE", "ORANGE", "SKY", "GREEN", "VERMILION",
            "PURPLE", "BLACK", "VARIANT_COLORS", "FIGURE_GROUPS", "TASK_COLORS", "CHANCE_COLOR",
            "STYLE", "PNG_METADATA", "PRINT_KWARGS", "use_book_style", "variant_color", "png_bytes",
            "show", "plain_number", "plain_ticks", "chance_line", "margin_label", "seed_points",

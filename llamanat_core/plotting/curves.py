@@ -77,3 +77,28 @@ def loss_figure(curves, variant: str, task: str, regimes=REGIMES, hline: float |
         handles.append(Line2D([], [], color=CHANCE_COLOR, lw=0.9, ls=":", label=hline_label))
     fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=8.5)
     return fig
+
+
+def text_loss_figure(curves, baselines: dict[str, float] | None = None):
+    """Training and validation loss on text, in bits per character, of every seed in
+    `curves` (faint) and their median (thick), with each of `baselines` (label -> nats per
+    character) as a dotted line."""
+    import math
+
+    import matplotlib.pyplot as plt
+
+    use_book_style()
+    bits = curves.assign(train_loss=curves.train_loss / math.log(2), val_loss=curves.val_loss / math.log(2))
+    fig, ax = plt.subplots(figsize=(6.4, 3.6), layout="constrained")
+    loss_curves_axes(ax, bits, BLUE)
+    for i, (label, nats) in enumerate((baselines or {}).items()):
+        ax.axhline(nats / math.log(2), color=CHANCE_COLOR, lw=0.9, ls=":")
+        ax.annotate(label, (1.0, nats / math.log(2)), xycoords=("axes fraction", "data"),
+                    xytext=(-4, 3 + 9 * (i % 2)), textcoords="offset points", ha="right",
+                    fontsize=8, color=CHANCE_COLOR)
+    ax.set_ylabel("loss (bits per character)")
+    plain_ticks(ax, "y")
+    ax.plot([], [], color=BLUE, lw=2.0, label="training, median")
+    ax.plot([], [], color=BLUE, lw=2.0, ls="--", label="validation, median")
+    ax.legend(fontsize=8.5, loc="upper center")
+    return fig

@@ -22,7 +22,7 @@ def corpus_table() -> pd.DataFrame:
     for name in NOVELS:
         n = len(read_novel(name))
         role = "training" if name in TRAIN_NOVELS else "validation (first half), test (second half)"
-        rows.append({"novel": TITLES[name], "published": YEARS[name], "characters": n, "used for": role})
+        rows.append({"novel": TITLES[name], "published": str(YEARS[name]), "characters": n, "used for": role})
     return pd.DataFrame(rows).set_index("novel")
 
 

@@ -331,6 +331,38 @@ def chapter_results(measurements, fresh: bool = False, seeds=SEEDS, steps: int |
     return df
 
 
+def chapter_text_results(fresh: bool = False, seeds=None, steps: int | None = None,
+                         variants=None, workers: int = 1, fresh_dir: Path | None = None):
+    """(runs, curves) of the text study a chapter shows, at the reference learning rate:
+    the committed study's runs among `seeds` (every seed it has for None; an error if it
+    has none of them), or with fresh=True the runs of `variants` re-trained here at a cap
+    of `steps` (all of the text arms if None)."""
+    from .plan import check_seeds
+    from .text_plan import TEXT_SEEDS, text_plan
+
+    if not fresh:
+        if steps is not None:
+            raise ValueError(f"steps={steps} applies only with fresh=True")
+        runs, curves = load_text_results(), load_text_curves()
+        runs = runs[runs.lr_scale == 1.0]
+        if seeds is not None:
+            seeds = check_seeds(int(s) for s in seeds)
+            if not set(seeds) & set(runs.seed):
+                raise ValueError(f"none of seeds {list(seeds)} is in the committed text study "
+                                 f"(it has {sorted(set(runs.seed))}); use fresh=True")
+            runs = runs[runs.seed.isin(list(seeds))]
+    else:
+        p = text_plan(("text",), check_seeds(int(s) for s in (seeds or TEXT_SEEDS)), steps)
+        where = fresh_runs_dir() if fresh_dir is None else Path(fresh_dir)
+        todo = [r for r in p["text"] if variants is None or r.variant in variants]
+        entries = run_study(todo, where, workers=workers, weights_dir=where / "weights")
+        runs, curves = text_frame(todo, entries), text_curves_frame(todo, entries)
+    if variants is not None:
+        runs = runs[runs.variant.isin(list(variants))]
+    curves = curves[curves.run.isin(set(runs.run))]
+    return runs.reset_index(drop=True), curves.reset_index(drop=True)
+
+
 _RUN_COLUMNS = ("run", "task", "variant", "regime", "seed", "answer", "rope_theta", "tie_embeddings",
                 "params", "steps", "min_steps", "solve_step", "censored", "stop_step")
 
