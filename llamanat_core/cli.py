@@ -299,10 +299,11 @@ def _add_chapters(sub) -> None:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     from .chapters import ChapterError
+    from .util import WriteError
 
     try:
         return args.func(args)
-    except (ValueError, FileNotFoundError, ChapterError) as e:
+    except (ValueError, FileNotFoundError, WriteError, ChapterError) as e:
         print(f"llamanat {args.command}: error: {e}", file=sys.stderr)
         return 2
 

@@ -187,6 +187,61 @@ def test_killed_study_resumes_to_identical_results(reference_dir, tmp_path, monk
     assert kept and left == {f"{k}.json" for k in read_all(reference_dir)} | kept
 
 
+# ---------------------------------------------------------------- a failing write
+
+TINY_CLI = ["study", "--only", "sweep", "--seeds", "0", "--steps", "12"]  # tiny_runs() on the command line
+
+
+def resume(cache_dir: Path, monkeypatch, capsys, reference_dir) -> str:
+    """Run the stopped study's command again in this process: it must end in the files of
+    an uninterrupted study and nothing else (no partial file, no lock). Returns its stderr."""
+    from llamanat_core.cli import main
+
+    done = len(list(cache_dir.glob("runs/*.json")))
+    assert 1 <= done < 4, f"the stop should land mid-study, found {done} finished runs"
+    for p in cache_dir.glob("runs/*.json"):
+        assert check_entry(p)[0] is not None  # what was stored is complete
+    monkeypatch.setenv("LLAMANAT_COMPILE", "0")
+    capsys.readouterr()
+    assert main([*TINY_CLI, "--cache-dir", str(cache_dir), "--workers", "1"]) == 0
+    assert read_all(cache_dir) == read_all(reference_dir)
+    left = {p.name for p in cache_dir.rglob("*") if p.is_file()}
+    kept = {study.weights_path(r, cache_dir).name for r in tiny_runs() if r.keeps_weights}
+    assert kept and left == {f"{k}.json" for k in read_all(reference_dir)} | kept
+    return capsys.readouterr().err
+
+
+def test_a_failing_write_names_the_file_and_loses_nothing(reference_dir, tmp_path, monkeypatch, capsys):
+    """The disk fills up (fsync is where a full disk often says so) at the second file:
+    one line names the file and the reason, no partial file is left, the stored run
+    stays, and the same command resumes."""
+    import errno
+
+    from llamanat_core.cli import main
+
+    real_fsync, calls = os.fsync, []
+
+    def full_disk(fd):
+        calls.append(fd)
+        if len(calls) == 2:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    monkeypatch.setenv("LLAMANAT_COMPILE", "0")
+    cache = tmp_path / "cache"
+    assert main([*TINY_CLI, "--cache-dir", str(cache), "--workers", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    error = [line for line in err if line.startswith("llamanat study: error")]
+    assert len(error) == 1 and error[0].startswith(f"llamanat study: error: cannot write {cache}/")
+    assert error[0].endswith(": No space left on device"), error[0]
+    failed = Path(error[0].split("cannot write ", 1)[1].rsplit(":", 1)[0])
+    assert not failed.exists()
+    assert [p.name for p in cache.rglob("*") if p.is_file()] == [f"{tiny_runs()[0].key}.json"]
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    resume(cache, monkeypatch, capsys, reference_dir)
+
+
 def test_results_frames_are_tidy(reference_dir):
     p = plan(("sweep",), seeds=(0,), budget=TINY, compile=False)
     entries = read_all(reference_dir)
