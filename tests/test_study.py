@@ -1,4 +1,5 @@
 """The study engine: the plan, a resumable and atomic run cache that detects bad entries,
+survives a stopped driver, one runner per cache and a failing write,
 pool == sequential, the results frames, the study version, and `verify`, which shows on
 any CPU that the committed runs come from this code."""
 from __future__ import annotations
@@ -160,36 +161,69 @@ def test_a_missing_weights_file_makes_the_run_train_again(tmp_path):
     assert model.lm_head.weight is model.embed_tokens.weight  # stored once, comes back tied
 
 
-@pytest.mark.pool
-def test_killed_study_resumes_to_identical_results(reference_dir, tmp_path, monkeypatch):
-    """SIGKILL the CLI mid-study, restart it, and get exactly the uninterrupted results."""
-    cmd = [sys.executable, "-m", "llamanat_core.cli", "study", "--only", "sweep", "--seeds", "0",
-           "--steps", "12", "--cache-dir", str(tmp_path), "--workers", "1"]
-    env = {**os.environ, "PYTHONHASHSEED": "0", "LLAMANAT_COMPILE": "0"}
-    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
-    runs_dir = tmp_path / "runs"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and len(list(runs_dir.glob("*.json"))) < 1:
-        time.sleep(0.02)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    done = len(list(runs_dir.glob("*.json")))
-    assert 1 <= done < 4, f"the kill should land mid-study, found {done} finished runs"
-    from llamanat_core.cli import main  # the restart: the same command, in this process
+# ---------------------------------------------------------------- faults: a stopped driver,
+# two runners on one cache, a failing write
 
-    monkeypatch.setenv("LLAMANAT_COMPILE", "0")
-    assert main(cmd[3:]) == 0
-    assert read_all(tmp_path) == read_all(reference_dir)
-    # the only files are finished runs and their kept weights: no temporary file survives
-    left = {p.name for p in tmp_path.rglob("*") if p.is_file()}
-    kept = {study.weights_path(r, tmp_path).name for r in tiny_runs() if r.keeps_weights}
-    assert kept and left == {f"{k}.json" for k in read_all(reference_dir)} | kept
-
-
-# ---------------------------------------------------------------- a failing write
-
+on_linux = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads processes from /proc")
 TINY_CLI = ["study", "--only", "sweep", "--seeds", "0", "--steps", "12"]  # tiny_runs() on the command line
+
+
+def descendants(pid: int) -> set[int]:
+    """The processes below `pid` (its workers, their helpers), read from /proc."""
+    children: dict[int, set[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):  # ended while we read
+            continue
+        children.setdefault(ppid, set()).add(int(stat.parent.name))
+    found, todo = set(), [pid]
+    while todo:
+        new = children.get(todo.pop(), set()) - found
+        found |= new
+        todo += new
+    return found
+
+
+def running(pids: set[int]) -> set[int]:
+    """Those of `pids` still running (a zombie has ended: it holds no memory, runs nothing)."""
+    alive = set()
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != "Z":
+            alive.add(pid)
+    return alive
+
+
+def gone_within(pids: set[int], seconds: float) -> set[int]:
+    """Wait up to `seconds` for `pids` to end; return those still running then, after
+    killing them (a failing test must not leave them training)."""
+    deadline = time.monotonic() + seconds
+    while running(pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = running(pids)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    return left
+
+
+def start_study(cache_dir: Path, workers: int, steps: str = "12") -> subprocess.Popen:
+    """`llamanat study` on tiny_runs() in a subprocess, returned once it has stored a run and
+    its workers (if any) are running."""
+    cmd = [sys.executable, "-m", "llamanat_core.cli", *TINY_CLI[:-1], steps,
+           "--cache-dir", str(cache_dir), "--workers", str(workers)]
+    env = {**os.environ, "PYTHONHASHSEED": "0", "LLAMANAT_COMPILE": "0"}
+    proc = subprocess.Popen(cmd, cwd=cache_dir.parent, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None and not list(cache_dir.glob("runs/*.json")):
+        time.sleep(0.02)
+    assert proc.poll() is None, f"the study ended before it could be stopped: {proc.stderr.read()[-2000:]}"
+    assert len(descendants(proc.pid)) >= workers - 1 + (workers > 1)  # + the pool's resource tracker
+    return proc
 
 
 def resume(cache_dir: Path, monkeypatch, capsys, reference_dir) -> str:
@@ -209,6 +243,60 @@ def resume(cache_dir: Path, monkeypatch, capsys, reference_dir) -> str:
     kept = {study.weights_path(r, cache_dir).name for r in tiny_runs() if r.keeps_weights}
     assert kept and left == {f"{k}.json" for k in read_all(reference_dir)} | kept
     return capsys.readouterr().err
+
+
+@on_linux
+@pytest.mark.pool
+def test_a_running_study_refuses_a_second_and_stops_cleanly_on_sigterm(reference_dir, tmp_path,
+                                                                      monkeypatch, capsys):
+    """A second study on the cache of a running one stops at once with one line naming the
+    first (reading the cache needs no lock). SIGTERM (a `kill`, a `timeout`, a container
+    stop) to the first driver alone: it ends its pool's processes, releases the lock, says
+    in one line what it kept and how to resume, and the same command resumes."""
+    from llamanat_core.cli import main
+
+    cache = tmp_path / "cache"
+    proc = start_study(cache, workers=2)
+    try:
+        monkeypatch.setenv("LLAMANAT_COMPILE", "0")
+        assert main([*TINY_CLI, "--cache-dir", str(cache), "--workers", "1"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1, err  # refused before training anything
+        assert f"another study is running on {cache}: PID {proc.pid} (" in err[0]
+        assert "llamanat_core/cli.py study --only sweep" in err[0]
+        assert check_entry(next(cache.glob("runs/*.json")))[0] is not None  # reads as ever
+        below = descendants(proc.pid)
+        os.kill(proc.pid, signal.SIGTERM)
+        assert proc.wait(timeout=60) == 128 + signal.SIGTERM, proc.stderr.read()[-2000:]
+    finally:
+        proc.kill()
+    err = proc.stderr.read().strip().splitlines()
+    proc.stderr.close()
+    assert "stopped by SIGTERM" in err[-1] and "run the same command again" in err[-1], err[-3:]
+    assert not gone_within(below, 10), "the driver's workers outlived it"
+    assert not (cache / "study.lock").exists()
+    resume(cache, monkeypatch, capsys, reference_dir)
+
+
+@on_linux
+@pytest.mark.pool
+def test_sigkilled_driver_leaves_no_worker_and_the_study_resumes(reference_dir, tmp_path,
+                                                                 monkeypatch, capsys):
+    """SIGKILL gives the driver no time to end its pool: each worker notices that its driver
+    has gone and exits. The next runner takes over the dead driver's lock and removes a
+    write the kill cut short (planted here: the kill rarely lands inside one)."""
+    cache = tmp_path / "cache"
+    proc = start_study(cache, workers=2)
+    below = descendants(proc.pid)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    proc.stderr.close()
+    assert not gone_within(below, 60), "workers outlived their killed driver"
+    cut = cache / "runs" / f".{tiny_runs()[0].key}.json.x1y2.tmp"
+    cut.write_text('{"record": ')
+    err = resume(cache, monkeypatch, capsys, reference_dir)
+    assert f"took over the lock of {cache} from PID {proc.pid}" in err
+    assert f"removed {cut}" in err
 
 
 def test_a_failing_write_names_the_file_and_loses_nothing(reference_dir, tmp_path, monkeypatch, capsys):

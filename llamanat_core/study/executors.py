@@ -11,10 +11,14 @@ when asked for, so the package works without it.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import contextmanager, suppress
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -26,24 +30,82 @@ from .plan import Run
 Result = tuple[Run, dict, "bytes | None"]
 
 
-def _worker_init() -> None:
+class Stopped(KeyboardInterrupt):
+    """The driver was sent SIGTERM or SIGINT: a KeyboardInterrupt that names the signal."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextmanager
+def stop_on_signals(signums=(signal.SIGTERM, signal.SIGINT)) -> Iterator[None]:
+    """Within the block, SIGTERM and SIGINT raise `Stopped` in this thread instead of ending
+    the process outright (SIGTERM's default), so the executors' clean-up runs and ends
+    their workers. Later signals are ignored until the block ends, so the clean-up itself
+    is not cut short. Off the main thread (where Python cannot catch signals) it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        for s in signums:
+            signal.signal(s, signal.SIG_IGN)
+        raise Stopped(signum)
+
+    saved = {s: signal.signal(s, stop) for s in signums}
+    try:
+        yield
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+
+
+DRIVER_CHECK = 1.0  # seconds between a local worker's checks that its driver still runs
+
+
+def _exit_when_orphaned(driver: int) -> None:
+    """A worker's watchdog: once the driver has gone (SIGKILL gives it no time to end its
+    pool) the worker is re-parented, and it exits rather than train for nobody."""
+    while os.getppid() == driver:
+        time.sleep(DRIVER_CHECK)
+    os._exit(1)
+
+
+def _worker_init(driver: int) -> None:
     torch.set_num_threads(1)
+    # Ctrl-C reaches the whole process group; the driver alone decides what stops, and how
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_exit_when_orphaned, args=(driver,), daemon=True,
+                     name="driver-watchdog").start()
+
+
+def _end_workers(pool: ProcessPoolExecutor) -> None:
+    """Terminate the pool's processes now: the runs in flight are dropped, not awaited (a
+    full-budget run takes minutes). The pool has no public call for this before Python 3.14."""
+    for process in list((pool._processes or {}).values()):
+        process.terminate()
 
 
 def local(todo: list[Run], workers: int = 1) -> Iterator[Result]:
-    """In this process (one worker) or a pool of `workers` spawned processes."""
+    """In this process (one worker) or a pool of `workers` spawned processes. Interrupted
+    (a signal, an error storing a result), the pool's processes are ended at once."""
     if workers == 1:
         for run in todo:
             entry, weights = execute(run)
             yield run, entry, weights
         return
-    pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_worker_init)
+    pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_worker_init,
+                               initargs=(os.getpid(),))
     try:
         futures = {pool.submit(execute, run): run for run in todo}
         for fut in as_completed(futures):
             entry, weights = fut.result()
             yield futures[fut], entry, weights
-    finally:  # interrupted: drop what has not started, let the runs in flight end
+    except BaseException:  # GeneratorExit too: the consumer stopped early
+        _end_workers(pool)
+        raise
+    finally:
         pool.shutdown(wait=True, cancel_futures=True)
 
 
@@ -201,9 +263,10 @@ def ray_executor(todo: list[Run], workers: int = 1, address: str | None = None,
             for ref in done:
                 entry, weights = ray.get(ref)
                 yield runs[ref], entry, weights
-    finally:  # interrupted: drop the tasks not yet returned
+    finally:  # interrupted: drop the tasks not yet returned, ending the workers running them
         for ref in pending:
-            ray.cancel(ref)
+            with suppress(Exception):  # a Ray that is itself going down
+                ray.cancel(ref, force=True)
         if owned:
             ray.shutdown()
 
