@@ -38,27 +38,42 @@ class Stopped(KeyboardInterrupt):
         self.signum = signum
 
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
 @contextmanager
-def stop_on_signals(signums=(signal.SIGTERM, signal.SIGINT)) -> Iterator[None]:
+def stop_on_signals() -> Iterator[list[int]]:
     """Within the block, SIGTERM and SIGINT raise `Stopped` in this thread instead of ending
     the process outright (SIGTERM's default), so the executors' clean-up runs and ends
-    their workers. Later signals are ignored until the block ends, so the clean-up itself
+    their workers. Yields the signals received (Ray re-raises `Stopped` as a plain
+    KeyboardInterrupt). Later signals are ignored until the block ends, so the clean-up
     is not cut short. Off the main thread (where Python cannot catch signals) it does nothing."""
+    received: list[int] = []
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield received
         return
 
     def stop(signum, frame):
-        for s in signums:
+        for s in STOP_SIGNALS:
             signal.signal(s, signal.SIG_IGN)
+        received.append(signum)
         raise Stopped(signum)
 
-    saved = {s: signal.signal(s, stop) for s in signums}
+    saved = {s: signal.signal(s, stop) for s in STOP_SIGNALS}
     try:
-        yield
+        yield received
     finally:
         for s, handler in saved.items():
             signal.signal(s, handler)
+
+
+def _restore_handlers(handlers: dict) -> None:
+    """Put back signal handlers (`stop_on_signals`'s) that ray.init replaced: its SIGTERM
+    handler exits the process at once, and a C-level one of Ray's aborts it."""
+    if threading.current_thread() is threading.main_thread():
+        for s, handler in handlers.items():
+            if handler is not None:
+                signal.signal(s, handler)
 
 
 DRIVER_CHECK = 1.0  # seconds between a local worker's checks that its driver still runs
@@ -248,11 +263,13 @@ def ray_executor(todo: list[Run], workers: int = 1, address: str | None = None,
     if address is not None:
         check_address(address, timeout)  # even when this process is already connected
     owned = not ray.is_initialized()
+    handlers = {s: signal.getsignal(s) for s in STOP_SIGNALS}
     if owned:
         if address is None:
             start_local(workers, temp_dir)
         else:
             connect(address, timeout, ship_code)
+        _restore_handlers(handlers)
     remote = ray.remote(_call).options(num_cpus=1, max_retries=max_retries)
     pending: list = []
     try:

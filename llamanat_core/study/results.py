@@ -111,8 +111,10 @@ def _train(todo: list[Run], entries: dict[str, dict], cache_dir: Path, weights_d
 
     bar = tqdm(total=len(todo), unit="run", disable=not progress, file=sys.stderr, dynamic_ncols=True)
     total, t0 = len(entries) + len(todo), time.perf_counter()
+    received: list[int] = []
     try:
-        with stop_on_signals(), closing(EXECUTORS[executor](todo, workers, **options)) as results:
+        with stop_on_signals() as received, \
+                closing(EXECUTORS[executor](todo, workers, **options)) as results:
             for run, entry, weights in results:
                 store(run, entry, weights, cache_dir, weights_dir)
                 entries[run.key] = entry
@@ -120,11 +122,13 @@ def _train(todo: list[Run], entries: dict[str, dict], cache_dir: Path, weights_d
                 bar.update()
     except BaseException as e:
         bar.close()
-        why = (e if isinstance(e, Stopped) else "Ctrl-C" if isinstance(e, KeyboardInterrupt)
-               else "the error below")
+        stop = Stopped(received[0]) if received else None
+        why = stop or ("Ctrl-C" if isinstance(e, KeyboardInterrupt) else "the error below")
         print(f"study: stopped by {why}: {len(entries)} of {total} runs are stored in {cache_dir} "
               f"(every stored run is complete); run the same command again to train the other "
               f"{total - len(entries)}", file=sys.stderr)
+        if stop is not None:
+            raise stop from None  # the signal, however an executor passed it on
         raise
     bar.close()
     if progress:
