@@ -174,8 +174,8 @@ def start_ray_driver(cache: Path) -> subprocess.Popen:
     while time.monotonic() < deadline and proc.poll() is None and not list(cache.glob("runs/*.json")):
         time.sleep(0.02)
     if proc.poll() is not None:
-        proc.stderr.close()
-        pytest.fail(f"the Ray driver ended before it could be stopped (exit {proc.returncode})")
+        with proc.stderr:
+            pytest.fail(f"the Ray driver ended before it could be stopped: {proc.stderr.read()[-2000:]}")
     return proc
 
 
