@@ -1,7 +1,8 @@
 """Where runs are trained. An executor takes the runs left to do and yields
 (run, entry, weights) as each finishes, in any order; the driver (`run_study`) writes
 every result into the cache itself, so workers need no shared file system and a killed
-driver loses only the runs in flight.
+driver loses only the runs in flight. Within `stop_on_signals` (which `run_study` holds),
+SIGTERM or SIGINT to the driver ends the executor's workers instead of orphaning them.
 
 `local` is a pool of one-thread worker processes on this machine (the default).
 `ray` makes each run a Ray task (one CPU, one torch thread), on a Ray instance it starts
