@@ -310,10 +310,12 @@ def _add_fit(sub) -> None:
 
 def _add_study(sub) -> None:
     p = sub.add_parser("study", help="run the measurement plan (resumable, parallel)",
-                       description="Run every run of the plan not already cached; killing it loses at most "
-                                   "the runs in flight. Runs train in a local process pool, or as Ray "
-                                   "tasks (--executor ray) on this machine or a cluster; either way "
-                                   "this process writes every run file.")
+                       description="Run every run of the plan not already cached. Stop it with Ctrl-C or "
+                                   "SIGTERM: the runs in flight are dropped, its workers end, every stored "
+                                   "run is kept, and the same command resumes. One study at a time per "
+                                   "cache folder (a lock file there names the running one). Runs train "
+                                   "in a local process pool, or as Ray tasks (--executor ray) on this "
+                                   "machine or a cluster; either way this process writes every run file.")
     p.add_argument("--only", nargs="+",
                    choices=("matrix", "length", "sweep", "alphabet", "kv_cache", "text", "text_lr"),
                    help="only these measurements (kv_cache re-measures the timings; text and "
@@ -366,12 +368,15 @@ def _add_chapters(sub) -> None:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     from .chapters import ChapterError
+    from .util import WriteError
 
     try:
         return args.func(args)
-    except (ValueError, FileNotFoundError, ChapterError) as e:
+    except (ValueError, FileNotFoundError, WriteError, ChapterError) as e:
         print(f"llamanat {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as e:  # the study has said what it kept; no traceback
+        return 128 + getattr(e, "signum", 2)  # the shell's code for death by that signal
 
 
 if __name__ == "__main__":

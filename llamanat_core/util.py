@@ -4,8 +4,20 @@ from __future__ import annotations
 
 import os
 import tempfile
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
+
+
+class WriteError(OSError):
+    """A file could not be written (no space, a read-only folder, ...): one line naming the
+    file and the reason; `errno` is the cause's."""
+
+    def __init__(self, path: Path | str, cause: OSError):
+        super().__init__(f"cannot write {path}: {cause.strerror or cause}")
+        self.errno = cause.errno
+
+
+PARTIAL_SUFFIX = ".tmp"  # the temporary files of `atomic_write_bytes`, hidden: .NAME.XXXX.tmp
 
 
 def atomic_write_bytes(path: Path | str, data: bytes) -> None:
@@ -14,12 +26,14 @@ def atomic_write_bytes(path: Path | str, data: bytes) -> None:
     The bytes go to a uniquely named temporary file in the same folder, are flushed to
     disk, and only then renamed over `path` (a rename within one file system is atomic),
     so a reader or a killed process never sees half a file. The file gets the ordinary
-    permissions of the umask, not mkstemp's private 0600.
+    permissions of the umask, not mkstemp's private 0600. A write that fails (a full disk
+    often says so only at fsync) removes the temporary file and raises `WriteError`.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=PARTIAL_SUFFIX)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -28,9 +42,24 @@ def atomic_write_bytes(path: Path | str, data: bytes) -> None:
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+    except BaseException as e:
+        if tmp is not None:
+            with suppress(OSError):
+                os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise WriteError(path, e) from None
         raise
+
+
+def remove_partial_writes(folder: Path | str) -> list[Path]:
+    """Delete the temporary files a process killed inside `atomic_write_bytes` left in
+    `folder` (SIGKILL or a power cut skip its clean-up); return them. Only safe while no
+    other process writes there (the study runs it under its cache lock)."""
+    folder = Path(folder)
+    found = sorted(folder.glob(f".*{PARTIAL_SUFFIX}")) if folder.is_dir() else []
+    for p in found:
+        p.unlink(missing_ok=True)
+    return found
 
 
 def atomic_write_text(path: Path | str, text: str) -> None:

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+from processes import descendants, gone_within, on_linux
 
 from llamanat_core.cli import main
 from llamanat_core.study import check_entry, plan, run_study, unique_runs, weights_path
@@ -161,27 +162,34 @@ def test_a_killed_worker_is_retried_and_written_once(ray_instance, reference, tm
     assert sorted(stores.values()) == [1] * len(tiny_runs())  # none written twice
 
 
+def start_ray_driver(cache: Path) -> subprocess.Popen:
+    """`llamanat study --executor ray` with its own local Ray instance on the tiny plan, in a
+    subprocess, returned once it has stored a run."""
+    env = {**os.environ, "LLAMANAT_COMPILE": "0"}
+    cmd = [sys.executable, "-m", "llamanat_core.cli", "study", "--executor", "ray",
+           "--workers", "1", *TINY, "--cache-dir", str(cache)]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and proc.poll() is None and not list(cache.glob("runs/*.json")):
+        time.sleep(0.02)
+    if proc.poll() is not None:
+        with proc.stderr:
+            pytest.fail(f"the Ray driver ended before it could be stopped: {proc.stderr.read()[-2000:]}")
+    return proc
+
+
 @pytest.mark.slow  # a second Ray instance in a subprocess: about a minute on 2 cores; the local
 # pool's killed study (test_study) covers the same resume in `make test`
 def test_a_killed_driver_resumes_to_the_same_files(ray_instance, token, reference, tmp_path, stores):
     """A driver with its own local Ray instance is killed mid-plan (its instance dies with
     it); the study resumes, through Ray, to the local pool's files."""
     cache = tmp_path / "cache"
-    env = {**os.environ, "LLAMANAT_COMPILE": "0"}
-    cmd = [sys.executable, "-m", "llamanat_core.cli", "study", "--executor", "ray",
-           "--workers", "1", *TINY, "--cache-dir", str(cache)]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            start_new_session=True)
     runs_dir = cache / "runs"
-    try:
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and proc.poll() is None and not list(runs_dir.glob("*.json")):
-            time.sleep(0.02)
-        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # the driver; the cluster lives on
-        proc.wait()
-        proc.stderr.close()
+    proc = start_ray_driver(cache)
+    os.killpg(proc.pid, signal.SIGKILL)  # the driver; the module's own instance lives on
+    proc.wait()
+    proc.stderr.close()
     done = {p.stem for p in runs_dir.glob("*.json")}
     assert 1 <= len(done) < 4, f"the kill should land mid-plan, found {len(done)} finished runs"
     for p in runs_dir.glob("*.json"):
@@ -193,6 +201,27 @@ def test_a_killed_driver_resumes_to_the_same_files(ray_instance, token, referenc
     wanted = {f"{r.key}.json" for r in sweep} | {weights_path(r, cache).name
                                                   for r in sweep if r.keeps_weights}
     assert read_all(cache) == {k: v for k, v in reference.items() if k in wanted}
+
+
+@on_linux
+@pytest.mark.slow  # a Ray instance of its own in a subprocess: about a minute on 2 cores
+def test_sigterm_to_a_ray_driver_ends_its_instance(token, tmp_path):
+    """SIGTERM to a driver that started its own Ray instance: it stops as the local pool's
+    does (one line, the shell's exit code for SIGTERM, the lock released), and no process
+    it started (Ray's servers, agents, workers) outlives it."""
+    cache = tmp_path / "cache"
+    proc = start_ray_driver(cache)
+    below = descendants(proc.pid)
+    os.kill(proc.pid, signal.SIGTERM)
+    try:
+        assert proc.wait(timeout=120) == 128 + signal.SIGTERM, proc.stderr.read()[-2000:]
+        err = proc.stderr.read().strip().splitlines()
+    finally:
+        proc.kill()
+        proc.stderr.close()
+    assert "stopped by SIGTERM" in err[-1], err[-3:]
+    assert not gone_within(below, 30), "processes of the Ray driver outlived it"
+    assert not (cache / "study.lock").exists()
 
 
 # ---------------------------------------------------------------- bad input: one line, exit 2

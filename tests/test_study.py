@@ -1,4 +1,5 @@
 """The study engine: the plan, a resumable and atomic run cache that detects bad entries,
+survives a stopped driver, one runner per cache and a failing write,
 pool == sequential, the results frames, the study version, and `verify`, which shows on
 any CPU that the committed runs come from this code."""
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from processes import descendants, gone_within, on_linux
 
 from llamanat_core import study
 from llamanat_core.study import Run, check_entry, plan, run_path, run_study, unique_runs
@@ -160,31 +162,132 @@ def test_a_missing_weights_file_makes_the_run_train_again(tmp_path):
     assert model.lm_head.weight is model.embed_tokens.weight  # stored once, comes back tied
 
 
-@pytest.mark.pool
-def test_killed_study_resumes_to_identical_results(reference_dir, tmp_path, monkeypatch):
-    """SIGKILL the CLI mid-study, restart it, and get exactly the uninterrupted results."""
-    cmd = [sys.executable, "-m", "llamanat_core.cli", "study", "--only", "sweep", "--seeds", "0",
-           "--steps", "12", "--cache-dir", str(tmp_path), "--workers", "1"]
-    env = {**os.environ, "PYTHONHASHSEED": "0", "LLAMANAT_COMPILE": "0"}
-    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
-    runs_dir = tmp_path / "runs"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and len(list(runs_dir.glob("*.json"))) < 1:
-        time.sleep(0.02)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    done = len(list(runs_dir.glob("*.json")))
-    assert 1 <= done < 4, f"the kill should land mid-study, found {done} finished runs"
-    from llamanat_core.cli import main  # the restart: the same command, in this process
+# ---------------------------------------------------------------- faults: a stopped driver,
+# two runners on one cache, a failing write
 
+TINY_CLI = ["study", "--only", "sweep", "--seeds", "0", "--steps", "12"]  # tiny_runs() on the command line
+
+
+def start_study(cache_dir: Path, workers: int) -> subprocess.Popen:
+    """`llamanat study` on tiny_runs() in a subprocess, returned once it has stored a run and
+    its workers (if any) are running."""
+    cmd = [sys.executable, "-m", "llamanat_core.cli", *TINY_CLI, "--cache-dir", str(cache_dir),
+           "--workers", str(workers)]
+    env = {**os.environ, "PYTHONHASHSEED": "0", "LLAMANAT_COMPILE": "0"}
+    proc = subprocess.Popen(cmd, cwd=cache_dir.parent, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None and not list(cache_dir.glob("runs/*.json")):
+        time.sleep(0.02)
+    assert proc.poll() is None, f"the study ended before it could be stopped: {proc.stderr.read()[-2000:]}"
+    if workers > 1:  # the pool's workers and its resource tracker, there to be checked
+        assert len(descendants(proc.pid)) >= workers + 1
+    return proc
+
+
+def resume(cache_dir: Path, monkeypatch, capsys, reference_dir) -> str:
+    """Run the stopped study's command again in this process: it must end in the files of
+    an uninterrupted study and nothing else (no partial file, no lock). Returns its stderr."""
+    from llamanat_core.cli import main
+
+    done = len(list(cache_dir.glob("runs/*.json")))
+    assert 1 <= done < 4, f"the stop should land mid-study, found {done} finished runs"
+    for p in cache_dir.glob("runs/*.json"):
+        assert check_entry(p)[0] is not None  # what was stored is complete
     monkeypatch.setenv("LLAMANAT_COMPILE", "0")
-    assert main(cmd[3:]) == 0
-    assert read_all(tmp_path) == read_all(reference_dir)
-    # the only files are finished runs and their kept weights: no temporary file survives
-    left = {p.name for p in tmp_path.rglob("*") if p.is_file()}
-    kept = {study.weights_path(r, tmp_path).name for r in tiny_runs() if r.keeps_weights}
+    capsys.readouterr()
+    assert main([*TINY_CLI, "--cache-dir", str(cache_dir), "--workers", "1"]) == 0
+    assert read_all(cache_dir) == read_all(reference_dir)
+    left = {p.name for p in cache_dir.rglob("*") if p.is_file()}
+    kept = {study.weights_path(r, cache_dir).name for r in tiny_runs() if r.keeps_weights}
     assert kept and left == {f"{k}.json" for k in read_all(reference_dir)} | kept
+    return capsys.readouterr().err
+
+
+@on_linux
+@pytest.mark.pool
+def test_a_running_study_refuses_a_second_and_stops_cleanly_on_sigterm(reference_dir, tmp_path,
+                                                                      monkeypatch, capsys):
+    """A second study on the cache of a running one stops at once with one line naming the
+    first (reading the cache needs no lock). SIGTERM (a `kill`, a `timeout`, a container
+    stop) to the first driver alone: it ends its pool's processes, releases the lock, says
+    in one line what it kept and how to resume, and the same command resumes."""
+    from llamanat_core.cli import main
+
+    cache = tmp_path / "cache"
+    proc = start_study(cache, workers=2)
+    try:
+        monkeypatch.setenv("LLAMANAT_COMPILE", "0")
+        assert main([*TINY_CLI, "--cache-dir", str(cache), "--workers", "1"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1, err  # refused before training anything
+        assert f"another study is running on {cache}: PID {proc.pid} (" in err[0]
+        assert "llamanat_core/cli.py study --only sweep" in err[0]
+        assert check_entry(next(cache.glob("runs/*.json")))[0] is not None  # reads as ever
+        below = descendants(proc.pid)
+        os.kill(proc.pid, signal.SIGTERM)
+        assert proc.wait(timeout=60) == 128 + signal.SIGTERM, proc.stderr.read()[-2000:]
+    finally:
+        proc.kill()
+    err = proc.stderr.read().strip().splitlines()
+    proc.stderr.close()
+    assert "stopped by SIGTERM" in err[-1] and "run the same command again" in err[-1], err[-3:]
+    assert not gone_within(below, 10), "the driver's workers outlived it"
+    assert not (cache / "study.lock").exists()
+    resume(cache, monkeypatch, capsys, reference_dir)
+
+
+@on_linux
+@pytest.mark.pool
+def test_sigkilled_driver_leaves_no_worker_and_the_study_resumes(reference_dir, tmp_path,
+                                                                 monkeypatch, capsys):
+    """SIGKILL gives the driver no time to end its pool: each worker notices that its driver
+    has gone and exits. The next runner takes over the dead driver's lock and removes a
+    write the kill cut short (planted here: the kill rarely lands inside one)."""
+    cache = tmp_path / "cache"
+    proc = start_study(cache, workers=2)
+    below = descendants(proc.pid)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    proc.stderr.close()
+    assert not gone_within(below, 60), "workers outlived their killed driver"
+    cut = cache / "runs" / f".{tiny_runs()[0].key}.json.x1y2.tmp"
+    cut.write_text('{"record": ')
+    err = resume(cache, monkeypatch, capsys, reference_dir)
+    assert f"took over the lock of {cache} from PID {proc.pid}" in err
+    assert f"removed {cut}" in err
+
+
+def test_a_failing_write_names_the_file_and_loses_nothing(reference_dir, tmp_path, monkeypatch, capsys):
+    """The disk fills up (fsync is where a full disk often says so) at the second file:
+    one line names the file and the reason, no partial file is left, the stored run
+    stays, and the same command resumes."""
+    import errno
+
+    from llamanat_core.cli import main
+
+    real_fsync, calls = os.fsync, []
+
+    def full_disk(fd):
+        calls.append(fd)
+        if len(calls) == 2:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    monkeypatch.setenv("LLAMANAT_COMPILE", "0")
+    cache = tmp_path / "cache"
+    assert main([*TINY_CLI, "--cache-dir", str(cache), "--workers", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    error = [line for line in err if line.startswith("llamanat study: error")]
+    assert len(error) == 1 and error[0].startswith(f"llamanat study: error: cannot write {cache}/")
+    assert error[0].endswith(": No space left on device"), error[0]
+    assert "stopped by the error below: 1 of 4 runs are stored" in err[-2]
+    failed = Path(error[0].split("cannot write ", 1)[1].rsplit(":", 1)[0])
+    assert not failed.exists()
+    assert [p.name for p in cache.rglob("*") if p.is_file()] == [f"{tiny_runs()[0].key}.json"]
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    resume(cache, monkeypatch, capsys, reference_dir)
 
 
 def test_results_frames_are_tidy(reference_dir):

@@ -1,7 +1,8 @@
 """Where runs are trained. An executor takes the runs left to do and yields
 (run, entry, weights) as each finishes, in any order; the driver (`run_study`) writes
 every result into the cache itself, so workers need no shared file system and a killed
-driver loses only the runs in flight.
+driver loses only the runs in flight. Within `stop_on_signals` (which `run_study` holds),
+SIGTERM or SIGINT to the driver ends the executor's workers instead of orphaning them.
 
 `local` is a pool of one-thread worker processes on this machine (the default).
 `ray` makes each run a Ray task (one CPU, one torch thread), on a Ray instance it starts
@@ -11,10 +12,14 @@ when asked for, so the package works without it.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import contextmanager, suppress
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -26,24 +31,97 @@ from .plan import Run
 Result = tuple[Run, dict, "bytes | None"]
 
 
-def _worker_init() -> None:
+class Stopped(KeyboardInterrupt):
+    """The driver was sent SIGTERM or SIGINT: a KeyboardInterrupt that names the signal."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[list[int]]:
+    """Within the block, SIGTERM and SIGINT raise `Stopped` in this thread instead of ending
+    the process outright (SIGTERM's default), so the executors' clean-up runs and ends
+    their workers. Yields the signals received (Ray re-raises `Stopped` as a plain
+    KeyboardInterrupt). Later signals are ignored until the block ends, so the clean-up
+    is not cut short. Off the main thread (where Python cannot catch signals) it does nothing."""
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+
+    def stop(signum, frame):
+        for s in STOP_SIGNALS:
+            signal.signal(s, signal.SIG_IGN)
+        received.append(signum)
+        raise Stopped(signum)
+
+    saved = {s: signal.signal(s, stop) for s in STOP_SIGNALS}
+    try:
+        yield received
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+
+
+def _restore_handlers(handlers: dict) -> None:
+    """Put back signal handlers (`stop_on_signals`'s) that ray.init replaced: its SIGTERM
+    handler exits the process at once, and a C-level one of Ray's aborts it."""
+    if threading.current_thread() is threading.main_thread():
+        for s, handler in handlers.items():
+            if handler is not None:
+                signal.signal(s, handler)
+
+
+DRIVER_CHECK = 1.0  # seconds between a local worker's checks that its driver still runs
+
+
+def _exit_when_orphaned(driver: int) -> None:
+    """A worker's watchdog: once the driver has gone (SIGKILL gives it no time to end its
+    pool) the worker is re-parented, and it exits rather than train for nobody."""
+    while os.getppid() == driver:
+        time.sleep(DRIVER_CHECK)
+    os._exit(1)
+
+
+def _worker_init(driver: int) -> None:
     torch.set_num_threads(1)
+    # Ctrl-C reaches the whole process group; the driver alone decides what stops, and how
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_exit_when_orphaned, args=(driver,), daemon=True,
+                     name="driver-watchdog").start()
+
+
+def _end_workers(pool: ProcessPoolExecutor) -> None:
+    """Terminate the pool's processes now: the runs in flight are dropped, not awaited (a
+    full-budget run takes minutes). The pool has no public call for this before Python 3.14."""
+    for process in list((pool._processes or {}).values()):
+        process.terminate()
 
 
 def local(todo: list[Run], workers: int = 1) -> Iterator[Result]:
-    """In this process (one worker) or a pool of `workers` spawned processes."""
+    """In this process (one worker) or a pool of `workers` spawned processes. Interrupted
+    (a signal, an error storing a result), the pool's processes are ended at once."""
     if workers == 1:
         for run in todo:
             entry, weights = execute(run)
             yield run, entry, weights
         return
-    pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_worker_init)
+    pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_worker_init,
+                               initargs=(os.getpid(),))
     try:
         futures = {pool.submit(execute, run): run for run in todo}
         for fut in as_completed(futures):
             entry, weights = fut.result()
             yield futures[fut], entry, weights
-    finally:  # interrupted: drop what has not started, let the runs in flight end
+    except BaseException:  # GeneratorExit too: the consumer stopped early
+        _end_workers(pool)
+        raise
+    finally:
         pool.shutdown(wait=True, cancel_futures=True)
 
 
@@ -186,11 +264,13 @@ def ray_executor(todo: list[Run], workers: int = 1, address: str | None = None,
     if address is not None:
         check_address(address, timeout)  # even when this process is already connected
     owned = not ray.is_initialized()
+    handlers = {s: signal.getsignal(s) for s in STOP_SIGNALS}
     if owned:
         if address is None:
             start_local(workers, temp_dir)
         else:
             connect(address, timeout, ship_code)
+        _restore_handlers(handlers)
     remote = ray.remote(_call).options(num_cpus=1, max_retries=max_retries)
     pending: list = []
     try:
@@ -201,9 +281,10 @@ def ray_executor(todo: list[Run], workers: int = 1, address: str | None = None,
             for ref in done:
                 entry, weights = ray.get(ref)
                 yield runs[ref], entry, weights
-    finally:  # interrupted: drop the tasks not yet returned
+    finally:  # interrupted: drop the tasks not yet returned, ending the workers running them
         for ref in pending:
-            ray.cancel(ref)
+            with suppress(Exception):  # a Ray that is itself going down
+                ray.cancel(ref, force=True)
         if owned:
             ray.shutdown()
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 import os
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import NamedTuple
 
 from ..config import REGIMES, VARIANTS
 from ..train import Budget
-from ..util import atomic_write_text
+from ..util import atomic_write_text, remove_partial_writes
 from .cache import (
     ROOT,
     STUDY_DIR,
@@ -25,7 +26,8 @@ from .cache import (
     study_compile,
     study_weights_dir,
 )
-from .executors import EXECUTORS
+from .executors import EXECUTORS, Stopped, stop_on_signals
+from .lock import cache_lock
 from .plan import MEASUREMENTS, SEEDS, Run, added_seed_plan, interleave_graphs, merge_plans, plan, unique_runs
 
 
@@ -73,8 +75,6 @@ def run_study(runs: list[Run], cache_dir: Path = STUDY_DIR, workers: int = 1,
     committed study, and `cache_dir/weights` for any other cache (so a scratch study
     never writes into the repository). `interleave=False` keeps the runs' order (the
     added seeds run row by row) instead of spreading each compiled graph's runs."""
-    from tqdm.auto import tqdm
-
     if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
     if executor not in EXECUTORS:
@@ -89,20 +89,50 @@ def run_study(runs: list[Run], cache_dir: Path = STUDY_DIR, workers: int = 1,
     if not todo:
         say(f"all {len(runs)} runs are cached in {cache_dir}; nothing left to run")
         return entries
-    say(f"{len(runs) - len(todo)} of {len(runs)} runs cached; running {len(todo)} "
-        f"with {workers} worker(s) ({executor})")
-    bar = tqdm(total=len(todo), unit="run", disable=not progress, file=sys.stderr, dynamic_ncols=True)
-    t0 = time.perf_counter()
-    try:
-        for run, entry, weights in EXECUTORS[executor](todo, workers, **executor_options):
-            store(run, entry, weights, cache_dir, weights_dir)
-            entries[run.key] = entry
-            bar.set_postfix_str(run.label)
-            bar.update()
-    finally:
-        bar.close()
-    say(f"ran {len(todo)} runs in {time.perf_counter() - t0:.0f} s")
+    with cache_lock(cache_dir, say):  # a second runner on this cache is refused here
+        for folder in (cache_dir, cache_dir / "runs", weights_dir):
+            for p in remove_partial_writes(folder):
+                say(f"removed {p}, a write cut short by a killed study")
+        # a runner that ended just before we took the lock may have stored some of them
+        entries.update((r.key, e) for r in todo if (e := load_entry(cache_dir, r, weights_dir)))
+        todo = [r for r in todo if r.key not in entries]
+        if todo:
+            say(f"{len(runs) - len(todo)} of {len(runs)} runs cached; running {len(todo)} "
+                f"with {workers} worker(s) ({executor})")
+            _train(todo, entries, cache_dir, weights_dir, executor, workers, progress, executor_options)
     return entries
+
+
+def _train(todo: list[Run], entries: dict[str, dict], cache_dir: Path, weights_dir: Path,
+           executor: str, workers: int, progress: bool, options: dict) -> None:
+    """`run_study`'s loop: store each result as it arrives. Stopped (SIGTERM, SIGINT) or
+    failing (a write), the executor ends its workers and one line says what was kept."""
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=len(todo), unit="run", disable=not progress, file=sys.stderr, dynamic_ncols=True)
+    total, t0 = len(entries) + len(todo), time.perf_counter()
+    received: list[int] = []
+    try:
+        with stop_on_signals() as received, \
+                closing(EXECUTORS[executor](todo, workers, **options)) as results:
+            for run, entry, weights in results:
+                store(run, entry, weights, cache_dir, weights_dir)
+                entries[run.key] = entry
+                bar.set_postfix_str(run.label)
+                bar.update()
+    except BaseException as e:
+        bar.close()
+        stop = Stopped(received[0]) if received else None
+        why = stop or ("Ctrl-C" if isinstance(e, KeyboardInterrupt) else "the error below")
+        print(f"study: stopped by {why}: {len(entries)} of {total} runs are stored in {cache_dir} "
+              f"(every stored run is complete); run the same command again to train the other "
+              f"{total - len(entries)}", file=sys.stderr)
+        if stop is not None:
+            raise stop from None  # the signal, however an executor passed it on
+        raise
+    bar.close()
+    if progress:
+        print(f"study: ran {len(todo)} runs in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
 
 
 def study_plan(cache_dir: Path = STUDY_DIR, budget: Budget = Budget(), compile: bool = True,
