@@ -216,7 +216,14 @@ DECISION_COLUMNS = [
     "measurement", "comparison", "task", "regime", "metric", "primary", "reference", "control",
     "n", "reference_value", "control_value", "effect", "ci_low", "ci_high", "margin_low",
     "margin_high", "p", "p_holm", "level", "test", "verdict", "stopped", "prob_better",
-    "prob_better_low", "prob_better_high", "seeds_needed", "reference_arm", "control_arm"]
+    "prob_better_low", "prob_better_high", "seeds_needed", "reference_arm", "control_arm",
+    "reference_solved", "control_solved", "uninformative", "bound", "ci_low_ties", "ci_high_ties"]
+
+ANALYSES = ("corrected", "registered")
+"""`decide(analysis=...)`: the book's analysis, or the one fixed before the added seeds ran."""
+
+RARELY_SOLVED = "rarely solved"
+MOSTLY_AT_CHANCE = "mostly at chance"
 
 
 def _units(pair: pd.DataFrame, ep: Endpoint) -> np.ndarray:
@@ -247,6 +254,25 @@ def _both_at_chance(pair: pd.DataFrame, ep: Endpoint, task: str) -> bool:
         return nobody and at_chance(pair.stop_acc_r.mean(), task) and at_chance(pair.stop_acc_c.mean(), task)
     return at_chance(pair[f"{ep.column}_r"].mean(), task, ep.n_pairs) and \
         at_chance(pair[f"{ep.column}_c"].mean(), task, ep.n_pairs)
+
+
+def _informative(used: pd.DataFrame, ep: Endpoint, task: str) -> dict:
+    """What the pairs can say. For speed, each arm's solve count (solved k of n comes before
+    any ratio), and which arm never solves: then min(solve step, cap) stops at the cap for
+    it, so its ratio is a bound, not a speed. Uninformative pairs: both runs at the cap
+    (speed) or both at chance (accuracy): their difference is 0, or noise about 0, whatever
+    the true difference is, so they say nothing about it."""
+    if ep.name == "speed":
+        ref_solved = int((~used.censored_r.astype(bool)).sum())
+        ctl_solved = int((~used.censored_c.astype(bool)).sum())
+        idle = used.censored_r.astype(bool) & used.censored_c.astype(bool)
+        bound = ("lower" if ctl_solved == 0 < ref_solved else
+                 "upper" if ref_solved == 0 < ctl_solved else "")
+        return {"reference_solved": ref_solved, "control_solved": ctl_solved,
+                "uninformative": int(idle.sum()), "bound": bound}
+    chance = [used[f"{ep.column}_{s}"].map(lambda a: at_chance(a, task, ep.n_pairs)) for s in "rc"]
+    return {"reference_solved": math.nan, "control_solved": math.nan,
+            "uninformative": int((chance[0] & chance[1]).sum()), "bound": ""}
 
 
 def _one_comparison(pair: pd.DataFrame, ep: Endpoint, task: str) -> dict:
@@ -284,33 +310,53 @@ def _one_comparison(pair: pd.DataFrame, ep: Endpoint, task: str) -> dict:
             "prob_better": score / len(used) if len(used) else math.nan, "prob_better_low": low,
             "prob_better_high": high, "_first": first, "_added": added, "_bounds": _bounds(ep, pair),
             "_sd": float(d_all.std(ddof=1)) if len(d_all) > 1 else math.nan,
-            "test": FIXED_TEST if ep.first_seeds_only else DESIGN_TEST}
+            "test": FIXED_TEST if ep.first_seeds_only else DESIGN_TEST,
+            "_ties": int((d_all == 0).sum()), **_informative(used, ep, task)}
 
 
-def _finish(row: dict, ep: Endpoint) -> dict:
-    """The interval at the row's Holm level, and the verdict read off it."""
+def _verdict(row: dict, ep: Endpoint, lo: float, hi: float, analysis: str) -> str:
+    """The verdict read off the interval [lo, hi] (in units). The corrected analysis first
+    asks whether the pairs can carry a verdict: a speed row where either arm solves fewer
+    than half its seeds is `rarely solved` (its ratio mostly compares the cap with itself),
+    and equivalence needs more than half the pairs informative, else `mostly at chance`;
+    the registered analysis reads the interval alone, as it ran."""
+    m = ep.margin / ep.unit
+    corrected = analysis == "corrected"
+    if row["both_at_chance"]:
+        return "both at chance"
+    if row["_pending"]:  # its verdict waits for the added seeds (`decide`)
+        return "undecided"
+    fewest_solved = min(row["reference_solved"], row["control_solved"])
+    if corrected and ep.name == "speed" and fewest_solved < row["n"] / 2:
+        return RARELY_SOLVED
+    if lo > 0 or hi < 0:
+        control_higher = lo > 0
+        return "better" if control_higher == ep.higher_is_better else "worse"
+    if -m < lo and hi < m:
+        return MOSTLY_AT_CHANCE if corrected and row["uninformative"] > row["n"] / 2 else "equivalent"
+    return "undecided"
 
+
+def _finish(row: dict, ep: Endpoint, analysis: str) -> dict:
+    """The interval at the row's Holm level, and the verdict read off it. An end that sits
+    exactly at no difference while some pairs are tied is made by the ties (the first
+    shift past it turns every tie into a same-signed difference), so it is flagged, not
+    shown as an end."""
     lo, hi = sequential.interval(row["_first"], row["_added"], row["level"], row["_bounds"])
     centre = sequential.estimate(row["_first"], row["_added"], row["_bounds"], (lo, hi))
     m = ep.margin / ep.unit
-    if row["both_at_chance"]:
-        verdict = "both at chance"
-    elif lo > 0 or hi < 0:
-        control_higher = lo > 0
-        verdict = "better" if control_higher == ep.higher_is_better else "worse"
-    elif -m < lo and hi < m:
-        verdict = "equivalent"
-    else:
-        verdict = "undecided"
+    verdict = _verdict(row, ep, lo, hi, analysis)
     scale = (lambda k: math.exp(k * ep.unit)) if ep.log else (lambda k: k * ep.unit)
     needed = math.nan
     if verdict == "undecided":
         needed = stats.seeds_for_power(centre * ep.unit, row["_sd"], row["level"])
+    ties = row["_ties"] > 0
     return {"effect": scale(centre), "ci_low": scale(lo), "ci_high": scale(hi),
-            "margin_low": scale(-m), "margin_high": scale(m), "verdict": verdict, "seeds_needed": needed}
+            "margin_low": scale(-m), "margin_high": scale(m), "verdict": verdict, "seeds_needed": needed,
+            "ci_low_ties": bool(ties and lo == 0), "ci_high_ties": bool(ties and hi == 0)}
 
 
-def decide(results: pd.DataFrame, reference: str = "llama") -> pd.DataFrame:
+def decide(results: pd.DataFrame, reference: str = "llama", analysis: str = "corrected") -> pd.DataFrame:
     """Every comparison of the study decided on the endpoints fixed in `QUESTIONS`.
 
     Per comparison: the paired per-seed differences; stage 1 (seeds 0–9) and, where the
@@ -326,7 +372,13 @@ def decide(results: pd.DataFrame, reference: str = "llama") -> pd.DataFrame:
     interval; `seeds_needed` the seeds per arm for 80 % power at
     the observed effect, for an undecided row. A family in which every row is at chance is
     one row, verdict `not learned`.
+
+    `analysis="registered"` reads the verdicts as the analysis fixed before the added seeds
+    ran; the default, `corrected`, adds `rarely solved` and `mostly at chance` (`_verdict`).
+    Every speed row carries both arms' solve counts; `bound` says when its ratio is a bound.
     """
+    if analysis not in ANALYSES:
+        raise ValueError(f"analysis must be one of {ANALYSES}, got {analysis!r}")
     rows = []
     for measurement, task, regime, label, rlab, clab, ref, ctl in _comparisons(results, reference):
         pair = _paired(ref, ctl)
@@ -350,7 +402,7 @@ def decide(results: pd.DataFrame, reference: str = "llama") -> pd.DataFrame:
     df["p_holm"] = holm_p.groupby([df[c] for c in family], sort=False).transform(
         lambda p: pd.Series(holm(p), index=p.index)).where(~df._pending)
     df.loc[df._pending, "level"] = sequential.ALPHA_FIRST
-    finished = [_finish(r, ENDPOINTS[r["metric"]]) for r in df.to_dict("records")]
+    finished = [_finish(r, ENDPOINTS[r["metric"]], analysis) for r in df.to_dict("records")]
     df = pd.concat([df, pd.DataFrame(finished, index=df.index)], axis=1)
     return _not_learned(df[DECISION_COLUMNS + ["both_at_chance"]], family)
 
@@ -364,7 +416,7 @@ def _not_learned(df: pd.DataFrame, family: list[str]) -> pd.DataFrame:
             first["comparison"], first["control"] = "every control", "every control"
             first["verdict"], first["stopped"] = "not learned", "no row learns within the cap"
             for c in ("effect", "ci_low", "ci_high", "p", "p_holm", "prob_better", "prob_better_low",
-                      "prob_better_high", "seeds_needed", "control_value"):
+                      "prob_better_high", "seeds_needed", "control_value", "control_solved"):
                 first[c] = math.nan
             out.append(first.to_frame().T)
         else:
@@ -398,12 +450,18 @@ def decision_row(decisions: pd.DataFrame, measurement: str, control: str, task: 
 def interval_agrees(row) -> bool:
     """Does the row's interval say what its verdict says? It lies on the better side of no
     difference (ratio 1, gap 0) exactly when the verdict is better, on the worse side exactly
-    when it is worse, and inside the margin without excluding it exactly when equivalent."""
+    when it is worse, and inside the margin without excluding it exactly when equivalent (or
+mostly at chance, which is what equivalence reads as when most pairs are uninformative);
+a rarely solved row reads no verdict off its interval."""
     ep = ENDPOINTS[row.metric]
     null = 1.0 if ep.log else 0.0
     above, below = row.ci_low > null, row.ci_high < null
     better = above if ep.higher_is_better else below
     worse = below if ep.higher_is_better else above
     inside = row.margin_low < row.ci_low and row.ci_high < row.margin_high
+    if row.verdict == RARELY_SOLVED:  # the interval is shown, but no verdict is read off it
+        return True
+    if row.verdict == MOSTLY_AT_CHANCE:  # it would read equivalent, were most pairs informative
+        return inside and not (above or below)
     return better == (row.verdict == "better") and worse == (row.verdict == "worse") and \
         (inside and not (above or below)) == (row.verdict == "equivalent")

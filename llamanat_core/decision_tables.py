@@ -6,7 +6,7 @@
   and its interval (speed as a ratio ×0.34 [0.18, 0.57], accuracy as a gap in points with
   a real minus sign), the margin, Holm p, P(better) with its interval and, for an
   undecided row, the seeds that would give it 80 % power; `decision_counts`;
-- `decision_effect_text`, `margin_text`, `row_label`: one row's words, as the prose and
+- `decision_effect_text`, `solved_text`, `margin_text`, `row_label`: one row's words, as the prose and
   the figures (`plotting.decisions`) write them;
 - `arm_values`, `paired_values`, `difference_sd`: one comparison's values seed by seed.
 """
@@ -61,14 +61,38 @@ def is_ratio(metric: str) -> bool:
     return metric == "speed"
 
 
+TIED_END = "ties"
+"""What an interval shows for an end that tied pairs alone put at no difference."""
+BOUND_SIGNS = {"lower": "≥", "upper": "≤"}
+
+
+def _end(row, which: str, text: str) -> str:
+    return TIED_END if bool(getattr(row, f"ci_{which}_ties", False)) else text
+
+
 def decision_effect_text(row) -> str:
     """The effect and its interval: ×0.34 [0.18, 0.57] for speed, −12.5 [−20.0, −3.0]
-    points for accuracy; a dash when the row has none (a question nobody learns)."""
+    points for accuracy; a dash when the row has none (a question nobody learns). A ratio
+    where one arm never solves is a bound (≥×3.53: the arm at the cap would take longer
+    still); an end that tied pairs alone put at no difference reads `ties`, not a number."""
     if not np.isfinite(row.effect):
         return "–"
     if is_ratio(row.metric):
-        return f"×{row.effect:.2f} [{row.ci_low:.2f}, {row.ci_high:.2f}]"
-    return f"{signed(100 * row.effect)} [{signed(100 * row.ci_low)}, {signed(100 * row.ci_high)}]"
+        sign = BOUND_SIGNS.get(str(getattr(row, "bound", "") or ""), "")
+        lo, hi = _end(row, "low", f"{row.ci_low:.2f}"), _end(row, "high", f"{row.ci_high:.2f}")
+        return f"{sign}×{row.effect:.2f} [{lo}, {hi}]"
+    lo, hi = _end(row, "low", signed(100 * row.ci_low)), _end(row, "high", signed(100 * row.ci_high))
+    return f"{signed(100 * row.effect)} [{lo}, {hi}]"
+
+
+def solved_text(row) -> str:
+    """Solved k of n for both arms of a speed row (reference first): 32/40 vs 0/40; a dash
+    for accuracy rows."""
+    k_r, k_c = getattr(row, "reference_solved", math.nan), getattr(row, "control_solved", math.nan)
+    if not (is_ratio(row.metric) and np.isfinite(k_r) and np.isfinite(k_c)):
+        return "–"
+    n = int(row.n)
+    return f"{int(k_r)}/{n} vs {int(k_c)}/{n}"
 
 
 def margin_text(row) -> str:
@@ -128,13 +152,15 @@ def decision_table(decisions: pd.DataFrame, metrics=None, measurements=None) -> 
     for r in d.itertuples():
         rows.append({
             "measurement": r.measurement, "endpoint": r.metric, "comparison": row_label(r),
-            "n": int(r.n), "reference": _value_text(r.reference_value, r.metric),
+            "n": int(r.n), "solved (ref vs control)": solved_text(r),
+            "reference": _value_text(r.reference_value, r.metric),
             "control": _value_text(r.control_value, r.metric),
             "effect [interval]": decision_effect_text(r), "margin": margin_text(r),
             "Holm p": _p_text(r.p_holm),
             "P(better) [interval]": prob_text(r), "verdict": r.verdict, "why it stopped": r.stopped,
             "seeds needed": seeds_text(r.seeds_needed)})
-    cols = ["measurement", "endpoint", "comparison", "n", "reference", "control", "effect [interval]",
+    cols = ["measurement", "endpoint", "comparison", "n", "solved (ref vs control)", "reference", "control",
+            "effect [interval]",
             "margin", "Holm p", "P(better) [interval]", "verdict", "why it stopped", "seeds needed"]
     out = pd.DataFrame(rows, columns=cols)
     return out.set_index(["measurement", "endpoint", "comparison"])
@@ -142,13 +168,15 @@ def decision_table(decisions: pd.DataFrame, metrics=None, measurements=None) -> 
 
 def decision_counts(decisions: pd.DataFrame) -> dict:
     """How many comparisons ended how: decided (better + worse), better, worse,
-    equivalent, undecided, at chance, not learned, and undecided rows whose added seeds
-    are still being trained (pending)."""
+    equivalent, undecided, at chance, not learned, rarely solved, mostly at chance, and
+    undecided rows whose added seeds are still being trained (pending)."""
     v = decisions.verdict
     return {"total": len(decisions), "better": int((v == "better").sum()), "worse": int((v == "worse").sum()),
             "decided": int(v.isin(["better", "worse"]).sum()), "equivalent": int((v == "equivalent").sum()),
             "undecided": int((v == "undecided").sum()), "at chance": int((v == "both at chance").sum()),
             "not learned": int((v == "not learned").sum()),
+            "rarely solved": int((v == "rarely solved").sum()),
+            "mostly at chance": int((v == "mostly at chance").sum()),
             "pending": int(decisions.stopped.map(is_pending).sum())}
 
 
@@ -182,6 +210,6 @@ def difference_sd(runs: pd.DataFrame, row, seeds) -> float:
     return float(np.std(diff, ddof=1)) if len(diff) > 1 else math.nan
 
 
-__all__ = ["chapter_decisions", "decision_table", "decision_counts", "decision_effect_text",
+__all__ = ["chapter_decisions", "decision_table", "decision_counts", "decision_effect_text", "solved_text",
            "margin_text", "signed", "is_ratio", "row_label", "is_pending", "arm_values",
            "paired_values", "difference_sd", "METRIC_TITLES", "MEASUREMENT_TITLES", "SHORT_TITLES"]

@@ -114,12 +114,53 @@ def test_decide_has_every_column_and_agrees_with_itself(decided):
         null = 1.0 if r.metric == "speed" else 0.0
         excludes = r.ci_low > null or r.ci_high < null
         assert excludes == (r.verdict in ("better", "worse")) == (r.p <= r.level), r
-        assert (r.margin_low < r.ci_low and r.ci_high < r.margin_high) == (r.verdict == "equivalent"), r
+        inside = r.margin_low < r.ci_low and r.ci_high < r.margin_high
+        assert inside == (r.verdict == "equivalent"), r
         assert r.ci_low <= r.effect <= r.ci_high, r
         if r.metric == "speed":
             assert r.ci_low > 0  # a ratio never reaches 0
         else:
             assert -1 <= r.ci_low and r.ci_high <= 1  # an accuracy gap stays in [-1, 1]
+
+
+def test_solved_k_of_n_leads_every_speed_row_and_few_solves_never_read_equivalent(decided):
+    """Every speed row counts both arms' solved seeds; where either arm solves fewer than
+    half, the row is `rarely solved` (never equivalent, never a speed verdict), and its
+    ratio is a bound where one arm never solves."""
+    speed = decided[(decided.metric == "speed") & (decided.verdict != "not learned")]
+    assert speed[["reference_solved", "control_solved"]].notna().all().all()
+    assert ((speed.reference_solved <= speed.n) & (speed.control_solved <= speed.n)).all()
+    few = (speed[["reference_solved", "control_solved"]].min(axis=1) < speed.n / 2) & \
+        (speed.verdict != "both at chance") & ~speed.stopped.str.contains("so far")
+    assert (speed.verdict[few] == "rarely solved").all() and few.any()
+    assert (speed.verdict[~few] != "rarely solved").all()
+    never = speed[(speed.control_solved == 0) & (speed.reference_solved > 0)]
+    assert len(never) and (never.bound == "lower").all()
+    assert (speed.bound[(speed.control_solved > 0) & (speed.reference_solved > 0)] == "").all()
+    gelu = comparisons.decision_row(decided, "matrix", "gelu_mlp", "recall", "finite", "speed")
+    assert (gelu.verdict, gelu.control_solved, gelu.bound) == ("rarely solved", 0, "lower")
+
+
+def test_no_equivalence_from_ties_or_chance_and_no_end_made_by_ties(committed_results, decided):
+    """Equivalence needs more than half the pairs informative (not both at the cap, not
+    both at chance). The analysis as registered read three rows equivalent on ties or chance
+    (LayerNorm on fresh recall, 8 of 10 pairs at the cap; post-norm at 12 pairs, both
+    arms at chance on most seeds); the corrected one reads none. An end at exactly no
+    difference in a row with tied pairs is flagged, and only such ends are."""
+    equivalent = decided[decided.verdict == "equivalent"]
+    assert (equivalent.uninformative <= equivalent.n / 2).all()
+    registered = comparisons.decide(committed_results, analysis="registered")
+    was = registered[(registered.verdict == "equivalent") & (registered.uninformative > registered.n / 2)]
+    assert len(was) >= 2
+    moved = decided.loc[was.index]
+    assert set(moved.verdict) <= {"rarely solved", "mostly at chance"}
+    for r in decided.itertuples():
+        null = 1.0 if r.metric == "speed" else 0.0
+        assert r.ci_low_ties == (r.ci_low == null and r.uninformative > 0 and r.ci_low_ties), r
+    tied = decided[decided.ci_low_ties | decided.ci_high_ties]
+    assert len(tied) and (tied.verdict != "equivalent").all()
+    with pytest.raises(ValueError, match="analysis must be one of"):
+        comparisons.decide(committed_results, analysis="hopeful")
 
 
 def test_decide_direction_and_margins(decided):

@@ -82,7 +82,23 @@ def test_no_public_name_has_two_homes():
 def test_decision_counts_add_up_and_count_pending_rows(decisions):
     c = dtab.decision_counts(decisions)
     assert c == {"total": 6, "better": 1, "worse": 2, "decided": 3, "equivalent": 0, "undecided": 1,
-                 "at chance": 1, "not learned": 1, "pending": 1}
+                 "at chance": 1, "not learned": 1, "rarely solved": 0, "mostly at chance": 0, "pending": 1}
+
+
+def test_a_bound_and_an_end_made_by_ties_are_written_as_such():
+    """A ratio where one arm never solves is a bound; an end that tied pairs put at no
+    difference is not shown as a number; solved k of n leads every speed row."""
+    never = pd.Series(_row(control="gelu_mlp", effect=3.53, lo=2.31, hi=5.31, verdict="rarely solved",
+                           bound="lower", n=40, reference_solved=32, control_solved=0))
+    assert dtab.decision_effect_text(never) == "≥×3.53 [2.31, 5.31]"
+    assert dtab.decision_effect_text(never.copy().replace({"lower": "upper"})).startswith("≤×")
+    tied = pd.Series(_row(effect=1.05, lo=1.0, hi=1.22, ci_low_ties=True, ci_high_ties=False))
+    assert dtab.decision_effect_text(tied) == "×1.05 [ties, 1.22]"
+    assert dtab.decision_effect_text(pd.Series(_row(effect=1.05, lo=1.0, hi=1.22))) == "×1.05 [1.00, 1.22]"
+    assert dtab.solved_text(never) == "32/40 vs 0/40"
+    assert dtab.solved_text(pd.Series(_row(metric="length_8", reference_solved=math.nan))) == "–"
+    table = dtab.decision_table(pd.DataFrame([never.to_dict()]))
+    assert table["solved (ref vs control)"].iloc[0] == "32/40 vs 0/40"
 
 
 def _bars(ax):
