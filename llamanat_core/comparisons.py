@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from . import sequential, stats
+from . import paired, sequential, stats
 from .config import REGIMES  # noqa: F401  (the data regimes, re-exported for the chapters)
 from .stats import at_chance, holm
 
@@ -275,7 +275,13 @@ def _informative(used: pd.DataFrame, ep: Endpoint, task: str) -> dict:
             "uninformative": int((chance[0] & chance[1]).sum()), "bound": ""}
 
 
-def _one_comparison(pair: pd.DataFrame, ep: Endpoint, task: str) -> dict:
+def _p_value(first, added, ep: Endpoint, analysis: str) -> float:
+    if analysis == "registered":
+        return sequential.p_value(first, added)
+    return paired.p_value(first, added, stopped_early=added is None and not ep.first_seeds_only)
+
+
+def _one_comparison(pair: pd.DataFrame, ep: Endpoint, task: str, analysis: str) -> dict:
     """Everything about one comparison that does not depend on the rest of its family."""
 
     pair = pair[pair[f"{ep.column}_r"].notna() & pair[f"{ep.column}_c"].notna()]
@@ -305,13 +311,14 @@ def _one_comparison(pair: pd.DataFrame, ep: Endpoint, task: str) -> dict:
     reference_value = float(np.exp(np.log(r).mean())) if ep.log else float(r.mean())
     control_value = float(np.exp(np.log(c).mean())) if ep.log else float(c.mean())
     return {"n": len(used), "reference_value": reference_value, "control_value": control_value,
-            "p": sequential.p_value(first, added), "both_at_chance": chance, "stopped": stopped,
+            "p": _p_value(first, added, ep, analysis),
+            "both_at_chance": chance, "stopped": stopped,
             "_pending": (not ep.first_seeds_only) and pending,
             "prob_better": score / len(used) if len(used) else math.nan, "prob_better_low": low,
             "prob_better_high": high, "_first": first, "_added": added, "_bounds": _bounds(ep, pair),
             "_sd": float(d_all.std(ddof=1)) if len(d_all) > 1 else math.nan,
             "test": FIXED_TEST if ep.first_seeds_only else DESIGN_TEST,
-            "_ties": int((d_all == 0).sum()), **_informative(used, ep, task)}
+            "_ties": int((d_all == 0).sum()), "_fixed": ep.first_seeds_only, **_informative(used, ep, task)}
 
 
 def _verdict(row: dict, ep: Endpoint, lo: float, hi: float, analysis: str) -> str:
@@ -337,13 +344,27 @@ def _verdict(row: dict, ep: Endpoint, lo: float, hi: float, analysis: str) -> st
     return "undecided"
 
 
+def _interval(row: dict, analysis: str) -> tuple[float, float, float]:
+    """(low, high, estimate) in units. Registered: the sign-flip interval for the centre of
+    symmetry (`sequential`); corrected: the sign-test interval for the median seed
+    (`paired`), a comparison that stopped early judged at the level its stop spent."""
+    first, added, bounds = row["_first"], row["_added"], row["_bounds"]
+    if analysis == "registered":
+        lo, hi = sequential.interval(first, added, row["level"], bounds)
+        return lo, hi, sequential.estimate(first, added, bounds, (lo, hi))
+    stopped_early = added is None and not row["_fixed"]
+    level = min(row["level"], sequential.ALPHA_FIRST) if stopped_early else row["level"]
+    lo, hi = paired.interval(first, added, level)
+    lo, hi = max(lo, bounds[0]), min(hi, bounds[1])
+    return lo, hi, paired.estimate(first, added, (lo, hi))
+
+
 def _finish(row: dict, ep: Endpoint, analysis: str) -> dict:
     """The interval at the row's Holm level, and the verdict read off it. An end that sits
     exactly at no difference while some pairs are tied is made by the ties (the first
     shift past it turns every tie into a same-signed difference), so it is flagged, not
     shown as an end."""
-    lo, hi = sequential.interval(row["_first"], row["_added"], row["level"], row["_bounds"])
-    centre = sequential.estimate(row["_first"], row["_added"], row["_bounds"], (lo, hi))
+    lo, hi, centre = _interval(row, analysis)
     m = ep.margin / ep.unit
     verdict = _verdict(row, ep, lo, hi, analysis)
     scale = (lambda k: math.exp(k * ep.unit)) if ep.log else (lambda k: k * ep.unit)
@@ -385,7 +406,7 @@ def decide(results: pd.DataFrame, reference: str = "llama", analysis: str = "cor
         if pair.empty:
             continue
         for ep in QUESTIONS[measurement]:
-            row = _one_comparison(pair, ep, task)
+            row = _one_comparison(pair, ep, task, analysis)
             rows.append({"measurement": measurement, "comparison": label, "task": task, "regime": regime,
                          "metric": ep.name, "primary": ep.primary, "reference": rlab, "control": clab,
                          "reference_arm": _arm(ref), "control_arm": _arm(ctl), **row})
@@ -422,6 +443,25 @@ def _not_learned(df: pd.DataFrame, family: list[str]) -> pd.DataFrame:
         else:
             out.append(g)
     return pd.concat(out).drop(columns="both_at_chance").reset_index(drop=True)
+
+
+def row_differences(results: pd.DataFrame, reference: str = "llama") -> list[dict]:
+    """Every primary comparison's own per-seed differences (control − reference, integer
+    units of its endpoint, every seed both rows have), for resampling studies of the design
+    (`benchmarks/sequential_design.py --resample`); rows at chance on their first ten seeds
+    are left out (they are never tested). Each: measurement, comparison, task, regime,
+    metric, differences, margin (units), bounds (units)."""
+    out = []
+    for measurement, task, regime, label, _, _, ref, ctl in _comparisons(results, reference):
+        pair = _paired(ref, ctl)
+        for ep in (e for e in QUESTIONS[measurement] if e.primary):
+            used = pair[pair[f"{ep.column}_r"].notna() & pair[f"{ep.column}_c"].notna()]
+            if used.empty or _both_at_chance(used[used.seed.isin(sequential.FIRST_SEEDS)], ep, task):
+                continue
+            out.append({"measurement": measurement, "comparison": label, "task": task, "regime": regime,
+                        "metric": ep.name, "differences": _units(used, ep), "margin": ep.margin / ep.unit,
+                        "bounds": _bounds(ep, used)})
+    return out
 
 
 def added_seed_arms(decisions: pd.DataFrame) -> list[tuple]:
