@@ -74,7 +74,7 @@ def runs_table(results: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def _comparisons(results: pd.DataFrame, reference: str):
+def _comparisons(results: pd.DataFrame, reference: str, adjust=None):
     """Every comparison the study decides, as (measurement, task, regime, comparison label,
     reference label, control label, reference runs, control runs); runs as in `runs_table`.
 
@@ -82,7 +82,8 @@ def _comparisons(results: pd.DataFrame, reference: str):
     alphabet's `name` runs are matrix runs), so references are looked up in the
     measurement's own runs together with the recall matrix runs, each run once.
     """
-    runs = {m: runs_table(g) for m, g in results.groupby("measurement", sort=False)}
+    adjust = adjust or (lambda runs: runs)
+    runs = {m: adjust(runs_table(g)) for m, g in results.groupby("measurement", sort=False)}
     matrix = runs.get("matrix", pd.DataFrame())
     recall_matrix = matrix[(matrix.task == "recall") & (matrix.answer == "name")] if len(matrix) else matrix
 
@@ -219,6 +220,9 @@ DECISION_COLUMNS = [
     "prob_better_low", "prob_better_high", "seeds_needed", "reference_arm", "control_arm",
     "reference_solved", "control_solved", "uninformative", "bound", "ci_low_ties", "ci_high_ties"]
 
+LATE_COLUMNS = ["q_bh", "registered_verdict", "post_hoc"]
+"""Columns `decide` adds once every row is tested: across families, and across analyses."""
+
 ANALYSES = ("corrected", "registered")
 """`decide(analysis=...)`: the book's analysis, or the one fixed before the added seeds ran."""
 
@@ -269,10 +273,11 @@ def _informative(used: pd.DataFrame, ep: Endpoint, task: str) -> dict:
         bound = ("lower" if ctl_solved == 0 < ref_solved else
                  "upper" if ref_solved == 0 < ctl_solved else "")
         return {"reference_solved": ref_solved, "control_solved": ctl_solved,
-                "uninformative": int(idle.sum()), "bound": bound}
+                "uninformative": int(idle.sum()), "bound": bound, "_idle": idle.to_numpy()}
     chance = [used[f"{ep.column}_{s}"].map(lambda a: at_chance(a, task, ep.n_pairs)) for s in "rc"]
+    idle = chance[0] & chance[1]
     return {"reference_solved": math.nan, "control_solved": math.nan,
-            "uninformative": int((chance[0] & chance[1]).sum()), "bound": ""}
+            "uninformative": int(idle.sum()), "bound": "", "_idle": idle.to_numpy()}
 
 
 def _p_value(first, added, ep: Endpoint, analysis: str) -> float:
@@ -304,6 +309,7 @@ def _one_comparison(pair: pd.DataFrame, ep: Endpoint, task: str, analysis: str) 
         if pending:
             stopped = f"undecided on the first 10 seeds: {len(added_pairs)} of {planned} added seeds so far"
     d_all = _units(used, ep) * ep.unit
+    informative = _informative(used, ep, task)
     r, c = used[f"{ep.column}_r"].to_numpy(float), used[f"{ep.column}_c"].to_numpy(float)
     wins = (d_all > 0) if ep.higher_is_better else (d_all < 0)
     score = float(wins.sum() + 0.5 * (d_all == 0).sum())
@@ -318,15 +324,17 @@ def _one_comparison(pair: pd.DataFrame, ep: Endpoint, task: str, analysis: str) 
             "prob_better_high": high, "_first": first, "_added": added, "_bounds": _bounds(ep, pair),
             "_sd": float(d_all.std(ddof=1)) if len(d_all) > 1 else math.nan,
             "test": FIXED_TEST if ep.first_seeds_only else DESIGN_TEST,
-            "_ties": int((d_all == 0).sum()), "_fixed": ep.first_seeds_only, **_informative(used, ep, task)}
+            "_fixed": ep.first_seeds_only, "_idle_ties": int(((d_all == 0) & informative.pop("_idle")).sum()),
+            **informative}
 
 
 def _verdict(row: dict, ep: Endpoint, lo: float, hi: float, analysis: str) -> str:
     """The verdict read off the interval [lo, hi] (in units). The corrected analysis first
     asks whether the pairs can carry a verdict: a speed row where either arm solves fewer
     than half its seeds is `rarely solved` (its ratio mostly compares the cap with itself),
-    and equivalence needs more than half the pairs informative, else `mostly at chance`;
-    the registered analysis reads the interval alone, as it ran."""
+    and equivalence needs more than half the pairs informative, else `mostly at chance`,
+    and no end made by uninformative ties; the registered analysis reads the interval
+    alone, as it ran."""
     m = ep.margin / ep.unit
     corrected = analysis == "corrected"
     if row["both_at_chance"]:
@@ -340,8 +348,16 @@ def _verdict(row: dict, ep: Endpoint, lo: float, hi: float, analysis: str) -> st
         control_higher = lo > 0
         return "better" if control_higher == ep.higher_is_better else "worse"
     if -m < lo and hi < m:
-        return MOSTLY_AT_CHANCE if corrected and row["uninformative"] > row["n"] / 2 else "equivalent"
+        if corrected and row["uninformative"] > row["n"] / 2:
+            return MOSTLY_AT_CHANCE
+        return "undecided" if corrected and _tied_end(row, lo, hi) else "equivalent"
     return "undecided"
+
+
+def _tied_end(row: dict, lo: float, hi: float) -> bool:
+    """Does an end sit exactly at no difference while some uninformative pairs (both at the
+    cap, both at chance) tie there? Then those pairs, not the data, put it there."""
+    return row["_idle_ties"] > 0 and (lo == 0 or hi == 0)
 
 
 def _interval(row: dict, analysis: str) -> tuple[float, float, float]:
@@ -360,10 +376,11 @@ def _interval(row: dict, analysis: str) -> tuple[float, float, float]:
 
 
 def _finish(row: dict, ep: Endpoint, analysis: str) -> dict:
-    """The interval at the row's Holm level, and the verdict read off it. An end that sits
-    exactly at no difference while some pairs are tied is made by the ties (the first
-    shift past it turns every tie into a same-signed difference), so it is flagged, not
-    shown as an end."""
+    """The interval at the row's Holm level, and the verdict read off it. An end made by
+    uninformative tied pairs (`_tied_end`) is flagged, not shown as an end, and in the
+    corrected analysis cannot make a row equivalent. (Registered: the first shift past 0
+    turns every tie into a same-signed difference, so sign flips reject it; corrected:
+    the tied pairs are the order statistic the end falls on.)"""
     lo, hi, centre = _interval(row, analysis)
     m = ep.margin / ep.unit
     verdict = _verdict(row, ep, lo, hi, analysis)
@@ -371,13 +388,14 @@ def _finish(row: dict, ep: Endpoint, analysis: str) -> dict:
     needed = math.nan
     if verdict == "undecided":
         needed = stats.seeds_for_power(centre * ep.unit, row["_sd"], row["level"])
-    ties = row["_ties"] > 0
+    ties = row["_idle_ties"] > 0
     return {"effect": scale(centre), "ci_low": scale(lo), "ci_high": scale(hi),
             "margin_low": scale(-m), "margin_high": scale(m), "verdict": verdict, "seeds_needed": needed,
             "ci_low_ties": bool(ties and lo == 0), "ci_high_ties": bool(ties and hi == 0)}
 
 
-def decide(results: pd.DataFrame, reference: str = "llama", analysis: str = "corrected") -> pd.DataFrame:
+def decide(results: pd.DataFrame, reference: str = "llama", analysis: str = "corrected",
+           adjust=None) -> pd.DataFrame:
     """Every comparison of the study decided on the endpoints fixed in `QUESTIONS`.
 
     Per comparison: the paired per-seed differences; stage 1 (seeds 0–9) and, where the
@@ -397,11 +415,16 @@ def decide(results: pd.DataFrame, reference: str = "llama", analysis: str = "cor
     `analysis="registered"` reads the verdicts as the analysis fixed before the added seeds
     ran; the default, `corrected`, adds `rarely solved` and `mostly at chance` (`_verdict`).
     Every speed row carries both arms' solve counts; `bound` says when its ratio is a bound.
+    The corrected frame also carries each row's `registered_verdict`, and `post_hoc`: a
+    decision (better, worse, equivalent) only the corrected analysis makes, which headline
+    counts leave out. `q_bh` is the Benjamini–Hochberg adjusted p over every primary row.
+    `adjust`, if given, maps each measurement's `runs_table` before pairing (the
+    sensitivity analyses: another solve threshold, cap or step; `sensitivity.py`).
     """
     if analysis not in ANALYSES:
         raise ValueError(f"analysis must be one of {ANALYSES}, got {analysis!r}")
     rows = []
-    for measurement, task, regime, label, rlab, clab, ref, ctl in _comparisons(results, reference):
+    for measurement, task, regime, label, rlab, clab, ref, ctl in _comparisons(results, reference, adjust):
         pair = _paired(ref, ctl)
         if pair.empty:
             continue
@@ -411,21 +434,43 @@ def decide(results: pd.DataFrame, reference: str = "llama", analysis: str = "cor
                          "metric": ep.name, "primary": ep.primary, "reference": rlab, "control": clab,
                          "reference_arm": _arm(ref), "control_arm": _arm(ctl), **row})
     if not rows:
-        return pd.DataFrame(columns=DECISION_COLUMNS)
-    df = pd.DataFrame(rows)
+        return pd.DataFrame(columns=DECISION_COLUMNS + LATE_COLUMNS)
     family = ["measurement", "task", "regime", "metric"]
-    # A row still waiting for its added seeds holds its place in the family with p = 1
-    # (it cannot make another row's step easier) and is shown at the stage-1 level, where
-    # the rule that sent it on says its interval neither excludes 0 nor fits the margin.
-    holm_p = df.p.where(~df._pending, 1.0)
-    df["level"] = holm_p.groupby([df[c] for c in family], sort=False).transform(
-        lambda p: pd.Series(stats.holm_levels(p), index=p.index))
-    df["p_holm"] = holm_p.groupby([df[c] for c in family], sort=False).transform(
-        lambda p: pd.Series(holm(p), index=p.index)).where(~df._pending)
-    df.loc[df._pending, "level"] = sequential.ALPHA_FIRST
+    df = _with_holm(pd.DataFrame(rows), family)
     finished = [_finish(r, ENDPOINTS[r["metric"]], analysis) for r in df.to_dict("records")]
     df = pd.concat([df, pd.DataFrame(finished, index=df.index)], axis=1)
-    return _not_learned(df[DECISION_COLUMNS + ["both_at_chance"]], family)
+    df = _not_learned(df[DECISION_COLUMNS + ["both_at_chance"]], family)
+    primary = df.primary.astype(bool) & df.p.notna() & ~df.stopped.str.contains("so far")
+    df["q_bh"] = pd.Series(stats.benjamini_hochberg(df.p.where(primary)), index=df.index)
+    if analysis == "registered":
+        return df.assign(registered_verdict=df.verdict, post_hoc=False)
+    return _against_registered(df, decide(results, reference, "registered", adjust))
+
+
+def _with_holm(df: pd.DataFrame, family: list[str]) -> pd.DataFrame:
+    """Each row's Holm level and adjusted p within its family. A row still waiting for its
+    added seeds holds its place with p = 1 (it cannot make another row's step easier) and
+    is shown at the stage-1 level, where the rule that sent it on says its interval neither
+    excludes 0 nor fits the margin."""
+    holm_p = df.p.where(~df._pending, 1.0)
+    groups = [df[c] for c in family]
+    df["level"] = holm_p.groupby(groups, sort=False).transform(
+        lambda p: pd.Series(stats.holm_levels(p), index=p.index))
+    df["p_holm"] = holm_p.groupby(groups, sort=False).transform(
+        lambda p: pd.Series(holm(p), index=p.index)).where(~df._pending)
+    df.loc[df._pending, "level"] = sequential.ALPHA_FIRST
+    return df
+
+
+def _against_registered(corrected: pd.DataFrame, registered: pd.DataFrame) -> pd.DataFrame:
+    """The registered verdict beside each corrected row; a decision the registered analysis
+    did not make is post hoc."""
+    key = ["measurement", "comparison", "task", "regime", "metric"]
+    was = registered.set_index(key).verdict.rename("registered_verdict")
+    out = corrected.join(was, on=key)
+    decision = out.verdict.isin(["better", "worse", "equivalent"])
+    out["post_hoc"] = decision & (out.verdict != out.registered_verdict)
+    return out
 
 
 def _not_learned(df: pd.DataFrame, family: list[str]) -> pd.DataFrame:
@@ -492,13 +537,15 @@ def interval_agrees(row) -> bool:
     difference (ratio 1, gap 0) exactly when the verdict is better, on the worse side exactly
     when it is worse, and inside the margin without excluding it exactly when equivalent (or
 mostly at chance, which is what equivalence reads as when most pairs are uninformative);
-a rarely solved row reads no verdict off its interval."""
+an end made by tied pairs is no end to be inside the margin; a rarely solved row reads no
+verdict off its interval."""
     ep = ENDPOINTS[row.metric]
     null = 1.0 if ep.log else 0.0
     above, below = row.ci_low > null, row.ci_high < null
     better = above if ep.higher_is_better else below
     worse = below if ep.higher_is_better else above
-    inside = row.margin_low < row.ci_low and row.ci_high < row.margin_high
+    tied = bool(row.get("ci_low_ties", False)) or bool(row.get("ci_high_ties", False))
+    inside = row.margin_low < row.ci_low and row.ci_high < row.margin_high and not tied
     if row.verdict == RARELY_SOLVED:  # the interval is shown, but no verdict is read off it
         return True
     if row.verdict == MOSTLY_AT_CHANCE:  # it would read equivalent, were most pairs informative

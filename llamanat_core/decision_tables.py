@@ -169,15 +169,21 @@ def decision_table(decisions: pd.DataFrame, metrics=None, measurements=None) -> 
 def decision_counts(decisions: pd.DataFrame) -> dict:
     """How many comparisons ended how: decided (better + worse), better, worse,
     equivalent, undecided, at chance, not learned, rarely solved, mostly at chance, and
-    undecided rows whose added seeds are still being trained (pending)."""
-    v = decisions.verdict
-    return {"total": len(decisions), "better": int((v == "better").sum()), "worse": int((v == "worse").sum()),
-            "decided": int(v.isin(["better", "worse"]).sum()), "equivalent": int((v == "equivalent").sum()),
-            "undecided": int((v == "undecided").sum()), "at chance": int((v == "both at chance").sum()),
-            "not learned": int((v == "not learned").sum()),
-            "rarely solved": int((v == "rarely solved").sum()),
-            "mostly at chance": int((v == "mostly at chance").sum()),
-            "pending": int(decisions.stopped.map(is_pending).sum())}
+    undecided rows whose added seeds are still being trained (pending). A post hoc row (a
+    decision only the corrected analysis makes) is left out of the headline counts and
+    counted apart, as `post hoc`."""
+    post_hoc = (decisions.post_hoc.astype(bool) if "post_hoc" in decisions
+                else pd.Series(False, index=decisions.index))
+    v = decisions.verdict.where(~post_hoc, "post hoc")
+    counts = {"total": len(decisions), "better": int((v == "better").sum()),
+              "worse": int((v == "worse").sum()), "decided": int(v.isin(["better", "worse"]).sum()),
+              "equivalent": int((v == "equivalent").sum())}
+    for word, verdict in (("undecided", "undecided"), ("at chance", "both at chance"),
+                          ("not learned", "not learned"), ("rarely solved", "rarely solved"),
+                          ("mostly at chance", "mostly at chance"), ("post hoc", "post hoc")):
+        counts[word] = int((v == verdict).sum())
+    counts["pending"] = int(decisions.stopped.map(is_pending).sum())
+    return counts
 
 
 def arm_values(runs: pd.DataFrame, arm: tuple, column: str) -> pd.Series:

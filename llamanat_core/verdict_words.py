@@ -89,8 +89,12 @@ def _verb(name: str, verb: str) -> str:
 def verdict_sentence(row) -> str:
     """One sentence saying what a row of `comparisons.decide` decided, with its effect,
     interval and seeds; the words are chosen by the verdict and nothing else. A speed row
-    ends with both arms' solve counts: solved k of n comes before any ratio."""
-    return _with_solved(row, _verdict_clause(row))
+    ends with both arms' solve counts: solved k of n comes before any ratio. A decision only
+    the corrected analysis makes says it is post hoc."""
+    text = _with_solved(row, _verdict_clause(row))
+    if bool(row.get("post_hoc", False)):
+        text += f" (post hoc: the registered analysis read it {row.registered_verdict})"
+    return text
 
 
 def _verdict_clause(row) -> str:

@@ -106,7 +106,7 @@ def decided(committed_results):
 
 
 def test_decide_has_every_column_and_agrees_with_itself(decided):
-    assert list(decided.columns) == comparisons.DECISION_COLUMNS
+    assert list(decided.columns) == comparisons.DECISION_COLUMNS + comparisons.LATE_COLUMNS
     rows = decided[decided.verdict.isin(["better", "worse", "equivalent", "undecided"])]
     finite = rows[["ci_low", "ci_high", "effect"]].to_numpy(float)
     assert np.isfinite(finite).all()
@@ -114,8 +114,10 @@ def test_decide_has_every_column_and_agrees_with_itself(decided):
         null = 1.0 if r.metric == "speed" else 0.0
         excludes = r.ci_low > null or r.ci_high < null
         assert excludes == (r.verdict in ("better", "worse")) == (r.p <= r.level), r
-        inside = r.margin_low < r.ci_low and r.ci_high < r.margin_high
+        tied = r.ci_low_ties or r.ci_high_ties
+        inside = r.margin_low < r.ci_low and r.ci_high < r.margin_high and not tied
         assert inside == (r.verdict == "equivalent"), r
+        assert comparisons.interval_agrees(pd.Series(r._asdict())), r
         assert r.ci_low <= r.effect <= r.ci_high, r
         if r.metric == "speed":
             assert r.ci_low > 0  # a ratio never reaches 0
@@ -162,6 +164,17 @@ def test_no_equivalence_from_ties_or_chance_and_no_end_made_by_ties(committed_re
     assert layernorm.ci_low == 1.0 and layernorm.ci_low_ties
     with pytest.raises(ValueError, match="analysis must be one of"):
         comparisons.decide(committed_results, analysis="hopeful")
+
+
+def test_post_hoc_marks_exactly_the_decisions_only_the_correction_makes(decided):
+    """Beside each corrected row its registered verdict; a better, worse or equivalent the
+    registered analysis did not reach is post hoc, and nothing else is."""
+    decision = decided.verdict.isin(["better", "worse", "equivalent"])
+    assert (decided.post_hoc == (decision & (decided.verdict != decided.registered_verdict))).all()
+    assert decided.registered_verdict.notna().all()
+    is_primary = decided.primary.astype(bool)
+    primary = decided[is_primary & decided.p.notna()]
+    assert primary.q_bh.notna().all() and decided.q_bh[~is_primary].isna().all()
 
 
 def test_decide_direction_and_margins(decided):

@@ -82,7 +82,11 @@ def test_no_public_name_has_two_homes():
 def test_decision_counts_add_up_and_count_pending_rows(decisions):
     c = dtab.decision_counts(decisions)
     assert c == {"total": 6, "better": 1, "worse": 2, "decided": 3, "equivalent": 0, "undecided": 1,
-                 "at chance": 1, "not learned": 1, "rarely solved": 0, "mostly at chance": 0, "pending": 1}
+                 "at chance": 1, "not learned": 1, "rarely solved": 0, "mostly at chance": 0, "post hoc": 0,
+                 "pending": 1}
+    marked = decisions.assign(post_hoc=[False, True, False, False, False, False])
+    c = dtab.decision_counts(marked)
+    assert (c["worse"], c["decided"], c["post hoc"], c["total"]) == (1, 2, 1, 6)
 
 
 def test_a_bound_and_an_end_made_by_ties_are_written_as_such():

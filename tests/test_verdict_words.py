@@ -87,3 +87,9 @@ def test_a_rarely_solved_row_says_so_and_names_the_bound():
         "the GELU MLP and llama solve recall on the finite set on too few seeds to compare their speed: "
         "the capped ratio ≥×3.53 [2.31, 5.31], a bound as the GELU MLP never solves (40 seeds); "
         "llama solves 32 of 40 seeds, the GELU MLP 0 of 40")
+
+
+def test_a_post_hoc_decision_says_so():
+    row = _row(post_hoc=True, registered_verdict="undecided")
+    assert verdict_sentence(row).endswith("(post hoc: the registered analysis read it undecided)")
+    assert "post hoc" not in verdict_sentence(_row(post_hoc=False, registered_verdict="worse"))
