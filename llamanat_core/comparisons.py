@@ -395,7 +395,7 @@ def _finish(row: dict, ep: Endpoint, analysis: str) -> dict:
 
 
 def decide(results: pd.DataFrame, reference: str = "llama", analysis: str = "corrected",
-           adjust=None) -> pd.DataFrame:
+           adjust=None, with_registered: bool = True) -> pd.DataFrame:
     """Every comparison of the study decided on the endpoints fixed in `QUESTIONS`.
 
     Per comparison: the paired per-seed differences; stage 1 (seeds 0–9) and, where the
@@ -419,7 +419,8 @@ def decide(results: pd.DataFrame, reference: str = "llama", analysis: str = "cor
     decision (better, worse, equivalent) only the corrected analysis makes, which headline
     counts leave out. `q_bh` is the Benjamini–Hochberg adjusted p over every primary row.
     `adjust`, if given, maps each measurement's `runs_table` before pairing (the
-    sensitivity analyses: another solve threshold, cap or step; `sensitivity.py`).
+    sensitivity analyses: another solve threshold, cap or step; `sensitivity.py`), and
+    `with_registered=False` skips the registered pass (its two columns are then missing).
     """
     if analysis not in ANALYSES:
         raise ValueError(f"analysis must be one of {ANALYSES}, got {analysis!r}")
@@ -444,6 +445,8 @@ def decide(results: pd.DataFrame, reference: str = "llama", analysis: str = "cor
     df["q_bh"] = pd.Series(stats.benjamini_hochberg(df.p.where(primary)), index=df.index)
     if analysis == "registered":
         return df.assign(registered_verdict=df.verdict, post_hoc=False)
+    if not with_registered:
+        return df
     return _against_registered(df, decide(results, reference, "registered", adjust))
 
 
