@@ -232,7 +232,7 @@ def median_of(pop: np.ndarray) -> float:
     the values on either side), so a sign test at any point of the set is valid."""
     s = np.sort(pop)
     n = len(s)
-    return float(s[n // 2]) if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+    return float(s[n // 2]) if n % 2 else float(s[n // 2 - 1] + s[n // 2]) / 2
 
 
 def populations(d: np.ndarray, margin: float) -> dict:
@@ -296,14 +296,13 @@ def resample_row(rng, row: dict, draws: int, tally: dict) -> None:
             for name, (look, estimand) in RESAMPLED.items():
                 lo, hi, verdict = look(first, added, row["margin"], span)
                 truth = truths[estimand]
+                covered = int(lo <= truth <= hi)  # plain ints: the record is written as JSON
+                false = int(false_decision(lo, hi, verdict, truth, row["margin"]))
                 cell = tally[name][branch]
-                cell["n"] += 1
-                cell["covered"] += lo <= truth <= hi
-                cell["false"] += false_decision(lo, hi, verdict, truth, row["margin"])
-                cell["by_truth"].setdefault(truth_name, [0, 0, 0])
-                cell["by_truth"][truth_name][0] += 1
-                cell["by_truth"][truth_name][1] += lo <= truth <= hi
-                cell["by_truth"][truth_name][2] += false_decision(lo, hi, verdict, truth, row["margin"])
+                cell["n"], cell["covered"], cell["false"] = cell["n"] + 1, cell["covered"] + covered, \
+                    cell["false"] + false
+                counts = cell["by_truth"].setdefault(truth_name, [0, 0, 0])
+                counts[0], counts[1], counts[2] = counts[0] + 1, counts[1] + covered, counts[2] + false
 
 
 def resampling(seed: int, draws: int) -> dict:

@@ -547,7 +547,7 @@ verdict off its interval."""
     above, below = row.ci_low > null, row.ci_high < null
     better = above if ep.higher_is_better else below
     worse = below if ep.higher_is_better else above
-    tied = bool(row.get("ci_low_ties", False)) or bool(row.get("ci_high_ties", False))
+    tied = bool(getattr(row, "ci_low_ties", False)) or bool(getattr(row, "ci_high_ties", False))
     inside = row.margin_low < row.ci_low and row.ci_high < row.margin_high and not tied
     if row.verdict == RARELY_SOLVED:  # the interval is shown, but no verdict is read off it
         return True

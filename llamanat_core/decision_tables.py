@@ -6,6 +6,8 @@
   and its interval (speed as a ratio ×0.34 [0.18, 0.57], accuracy as a gap in points with
   a real minus sign), the margin, Holm p, P(better) with its interval and, for an
   undecided row, the seeds that would give it 80 % power; `decision_counts`;
+- `what_moved`: the registered analysis against the corrected one, row by row;
+  `branch_table`: the resampling validation of both, per branch of the design;
 - `decision_effect_text`, `solved_text`, `margin_text`, `row_label`: one row's words, as the prose and
   the figures (`plotting.decisions`) write them;
 - `arm_values`, `paired_values`, `difference_sd`: one comparison's values seed by seed.
@@ -166,6 +168,57 @@ def decision_table(decisions: pd.DataFrame, metrics=None, measurements=None) -> 
     return out.set_index(["measurement", "endpoint", "comparison"])
 
 
+def what_moved(registered: pd.DataFrame, corrected: pd.DataFrame) -> pd.DataFrame:
+    """The registered-vs-corrected table: each row whose verdict the correction changes,
+    with both analyses' effect [interval] and verdict, and how it moved: `withdrawn` (a
+    registered decision or equivalence the corrected analysis does not keep), `post hoc`
+    (a decision only the corrected analysis makes; not in the headline counts), or
+    `relabelled` (neither: an undecided row now saying why)."""
+    key = ["measurement", "comparison", "task", "regime", "metric"]
+    both = registered.merge(corrected, on=key, suffixes=("_r", "_c"))
+    rows = []
+    for r in both[both.verdict_r != both.verdict_c].itertuples():
+        was, now = _side(r, "_r"), _side(r, "_c")
+        rows.append({"measurement": r.measurement, "endpoint": r.metric, "comparison": row_label(now),
+                     "n": int(r.n_c), "registered": decision_effect_text(was),
+                     "registered verdict": r.verdict_r,
+                     "corrected": decision_effect_text(now), "corrected verdict": r.verdict_c,
+                     "moved": _how_moved(r.verdict_r, r.verdict_c)})
+    cols = ["measurement", "endpoint", "comparison", "n", "registered", "registered verdict", "corrected",
+            "corrected verdict", "moved"]
+    return pd.DataFrame(rows, columns=cols).set_index(["measurement", "endpoint", "comparison"])
+
+
+CLAIMS = ("better", "worse", "equivalent")
+
+
+def _how_moved(was: str, now: str) -> str:
+    if now in CLAIMS:
+        return "post hoc"
+    return "withdrawn" if was in CLAIMS else "relabelled"
+
+
+def _side(row, suffix: str) -> pd.Series:
+    """One analysis's columns of a merged registered/corrected row, unsuffixed."""
+    fields = {k[:-len(suffix)]: v for k, v in row._asdict().items() if k.endswith(suffix)}
+    shared = {k: v for k, v in row._asdict().items() if not k.endswith(("_r", "_c"))}
+    return pd.Series(shared | fields)
+
+
+def branch_table(record: dict) -> pd.DataFrame:
+    """The resampling validation (`benchmarks/sequential_design.py --resample`) as a reader
+    prints it: per construction and branch of the two-stage rule, how many resampled
+    comparisons took it, the share of their intervals covering the truth, and the false
+    decisions it made as a share of all resamples."""
+    rows = []
+    for name, cells in record["constructions"].items():
+        for branch, c in cells.items():
+            rows.append({"construction": name.split(" (")[0], "branch": branch, "resamples": f"{c['n']:,}",
+                         "coverage": pct(c["covered"] / c["n"]) if c["n"] else "–",
+                         "false decisions": f"{100 * c['false'] / record['resamples']:.2f}%"})
+    return pd.DataFrame(rows).set_index(["construction", "branch"])
+
+
 def decision_counts(decisions: pd.DataFrame) -> dict:
     """How many comparisons ended how: decided (better + worse), better, worse,
     equivalent, undecided, at chance, not learned, rarely solved, mostly at chance, and
@@ -216,6 +269,7 @@ def difference_sd(runs: pd.DataFrame, row, seeds) -> float:
     return float(np.std(diff, ddof=1)) if len(diff) > 1 else math.nan
 
 
-__all__ = ["chapter_decisions", "decision_table", "decision_counts", "decision_effect_text", "solved_text",
+__all__ = ["chapter_decisions", "decision_table", "decision_counts", "what_moved", "branch_table",
+           "decision_effect_text", "solved_text",
            "margin_text", "signed", "is_ratio", "row_label", "is_pending", "arm_values",
            "paired_values", "difference_sd", "METRIC_TITLES", "MEASUREMENT_TITLES", "SHORT_TITLES"]

@@ -124,3 +124,12 @@ def what_moves(table: pd.DataFrame) -> pd.DataFrame:
 def moved_counts(table: pd.DataFrame) -> dict:
     """Per variant, how many rows' verdicts differ from the book's."""
     return {c: int(n) for c, n in _moved(table).sum().items()}
+
+
+def readable(table: pd.DataFrame) -> pd.DataFrame:
+    """`what_moves` as a reader prints it: one label per row (comparison, task, regime) and
+    its endpoint, then the verdicts."""
+    flat = table.reset_index()
+    label = flat.comparison + ", " + flat.task + ", " + flat.regime
+    out = flat.drop(columns=KEY).set_index([label.rename("comparison"), flat.metric.rename("endpoint")])
+    return out

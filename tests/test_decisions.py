@@ -259,3 +259,26 @@ def test_difference_sd_is_the_spread_of_the_per_seed_differences():
                                 control_arm=("recall", "x", "finite", 10_000.0, "name"))
     assert dtab.difference_sd(runs, row, seeds=[0, 1, 2]) == pytest.approx(np.std([0.1, 0.2, 0.4], ddof=1))
     assert np.isnan(dtab.difference_sd(runs, row, seeds=[0]))
+
+
+def test_what_moved_lists_changed_rows_and_says_how(decisions):
+    """A registered decision the correction drops is withdrawn; a decision only the
+    correction makes is post hoc; an undecided row that now says why is relabelled."""
+    registered = decisions.copy()
+    corrected = decisions.copy()
+    corrected.loc[1, "verdict"] = "undecided"                 # worse → undecided
+    registered.loc[2, "verdict"], corrected.loc[2, "verdict"] = "undecided", "equivalent"
+    corrected.loc[3, "verdict"], registered.loc[3, "verdict"] = "rarely solved", "undecided"
+    moved = dtab.what_moved(registered, corrected)
+    assert list(moved.moved) == ["withdrawn", "post hoc", "relabelled"]
+    assert list(moved["registered verdict"]) == ["worse", "undecided", "undecided"]
+    assert dtab.what_moved(decisions, decisions).empty
+
+
+def test_branch_table_reads_the_resampling_record():
+    record = {"resamples": 200, "constructions": {"corrected (x)": {
+        "decided at ten": {"n": 40, "covered": 39, "false": 1},
+        "equivalent at ten": {"n": 0, "covered": 0, "false": 0}}}}
+    table = dtab.branch_table(record)
+    assert table.loc[("corrected", "decided at ten")].tolist() == ["40", "97.5%", "0.50%"]
+    assert table.loc[("corrected", "equivalent at ten"), "coverage"] == "–"
