@@ -159,7 +159,9 @@ def decision_table(decisions: pd.DataFrame, metrics=None, measurements=None) -> 
             "control": _value_text(r.control_value, r.metric),
             "effect [interval]": decision_effect_text(r), "margin": margin_text(r),
             "Holm p": _p_text(r.p_holm),
-            "P(better) [interval]": prob_text(r), "verdict": r.verdict, "why it stopped": r.stopped,
+            "P(better) [interval]": prob_text(r),
+            "verdict": f"{r.verdict} (post hoc)" if bool(getattr(r, "post_hoc", False)) else r.verdict,
+            "why it stopped": r.stopped,
             "seeds needed": seeds_text(r.seeds_needed)})
     cols = ["measurement", "endpoint", "comparison", "n", "solved (ref vs control)", "reference", "control",
             "effect [interval]",
