@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 import scipy.stats
 
-from llamanat_core import sequential, stats
+from llamanat_core import paired, sequential, stats
 from llamanat_core.study import STUDY_DIR
 from llamanat_core.util import atomic_write_text
 
@@ -209,6 +209,140 @@ def constructions(rng, intervals: int, q: float = 0.6, median: float = 1500.0) -
     return out
 
 
+# ---------------------------------------------------------------- resampling the study's own rows
+
+RESAMPLE_OUT = STUDY_DIR / "resampling_validation.json"
+BRANCHES = ("decided at ten", "equivalent at ten", "continued to forty")
+RESAMPLE_LEVEL = 0.05
+"""Level of every interval and test in the resampling (nominal coverage 95 %); an early stop
+is judged as each construction judges it (the corrected one at `sequential.ALPHA_FIRST`)."""
+
+
+def centred(d: np.ndarray, at: float) -> np.ndarray:
+    """Integer differences moved so that their value `at` (mean or median) is 0, rounded,
+    the rounding residual taken off the largest one so a mean is exactly 0."""
+    p = np.round(d - at).astype(np.int64)
+    if at == float(np.mean(d)):
+        p[np.argmax(np.abs(p))] -= int(p.sum())
+    return p
+
+
+def median_of(pop: np.ndarray) -> float:
+    """The population's median: the middle of its median set (every θ with at most half
+    the values on either side), so a sign test at any point of the set is valid."""
+    s = np.sort(pop)
+    n = len(s)
+    return float(s[n // 2]) if n % 2 else float(s[n // 2 - 1] + s[n // 2]) / 2
+
+
+def populations(d: np.ndarray, margin: float) -> dict:
+    """One row's differences moved to known truths: no difference (symmetrised: the sign
+    flips' own null), a mean of zero keeping the row's skew, a median of zero, the observed
+    and half the observed mean, and each estimand just past the equivalence margin."""
+    zero_mean, zero_median = centred(d, float(np.mean(d))), centred(d, median_of(d))
+    side = 1 if np.mean(d) >= 0 else -1
+    edge = side * int(math.ceil(margin))
+    return {"no difference (symmetric)": np.concatenate([zero_mean, -zero_mean]),
+            "mean zero, skewed": zero_mean, "median zero, skewed": zero_median,
+            "half the observed mean": zero_mean + int(round(np.mean(d) / 2)),
+            "the observed mean": zero_mean + int(round(np.mean(d))),
+            "mean at the margin": zero_mean + edge, "median at the margin": zero_median + edge}
+
+
+def registered_branch(first: np.ndarray, margin: float) -> str:
+    """Which way the registered stage-1 rule sends ten seeds."""
+    go_on, why = sequential.continues(first, both_at_chance=False, margin=(-margin, margin))
+    return BRANCHES[2] if go_on else BRANCHES[0] if why.startswith("decided") else BRANCHES[1]
+
+
+def judge(lo: float, hi: float, margin: float) -> str:
+    return "decided" if lo > 0 or hi < 0 else "equivalent" if -margin < lo and hi < margin else "undecided"
+
+
+def registered_look(first, added, margin, span):
+    lo, hi = sequential.interval(first, added, RESAMPLE_LEVEL, (-span, span))
+    return lo, hi, judge(lo, hi, margin)
+
+
+def corrected_look(first, added, margin, span):
+    r = paired.decide_paired(first, added, unit=1, margin=margin, level=RESAMPLE_LEVEL)
+    return r.low, r.high, {"higher": "decided", "lower": "decided"}.get(r.verdict, r.verdict)
+
+
+RESAMPLED = {"registered (sign flips, centre of symmetry)": (registered_look, "mean"),
+             "corrected (sign test, median seed)": (corrected_look, "median")}
+"""Each construction, and the estimand it is scored against."""
+
+
+def false_decision(lo: float, hi: float, verdict: str, truth: float, margin: float) -> bool:
+    """A decision of the wrong sign (any decision when the truth is 0), or equivalence
+    claimed for a truth at or past the margin."""
+    if verdict == "decided":
+        return truth == 0 or (lo > 0) != (truth > 0)
+    return verdict == "equivalent" and abs(truth) >= margin
+
+
+def resample_row(rng, row: dict, draws: int, tally: dict) -> None:
+    """`draws` resamples of 40 seeds from each of the row's populations, through the whole
+    two-stage rule; every construction scored on the same draws, by branch."""
+    for truth_name, pop in populations(row["differences"], row["margin"]).items():
+        truths = {"mean": float(np.mean(pop)), "median": median_of(pop)}
+        span = int(np.abs(pop).max()) + 2
+        for _ in range(draws):
+            d = pop[rng.integers(0, len(pop), sequential.MAX_SEEDS)]
+            first = d[:len(sequential.FIRST_SEEDS)]
+            branch = registered_branch(first, row["margin"])
+            added = d[len(sequential.FIRST_SEEDS):] if branch == BRANCHES[2] else None
+            for name, (look, estimand) in RESAMPLED.items():
+                lo, hi, verdict = look(first, added, row["margin"], span)
+                truth = truths[estimand]
+                covered = int(lo <= truth <= hi)  # plain ints: the record is written as JSON
+                false = int(false_decision(lo, hi, verdict, truth, row["margin"]))
+                cell = tally[name][branch]
+                cell["n"], cell["covered"], cell["false"] = cell["n"] + 1, cell["covered"] + covered, \
+                    cell["false"] + false
+                counts = cell["by_truth"].setdefault(truth_name, [0, 0, 0])
+                counts[0], counts[1], counts[2] = counts[0] + 1, counts[1] + covered, counts[2] + false
+
+
+def resampling(seed: int, draws: int) -> dict:
+    """The validation on the study's own rows: per construction and branch, how many
+    resamples took the branch, the share whose interval covers the truth (of those), and
+    the false decisions it made as a share of every resample (so the branches add up to
+    the construction's whole false-decision rate)."""
+    from llamanat_core.comparisons import row_differences
+    from llamanat_core.study import load_results
+
+    rows = row_differences(load_results())
+    rng = np.random.default_rng(seed)
+    tally = {name: {b: {"n": 0, "covered": 0, "false": 0, "by_truth": {}} for b in BRANCHES}
+             for name in RESAMPLED}
+    for row in rows:
+        resample_row(rng, row, draws, tally)
+    total = sum(c["n"] for c in tally[next(iter(RESAMPLED))].values())
+    for cells in tally.values():
+        for cell in cells.values():
+            cell["coverage"] = cell["covered"] / cell["n"] if cell["n"] else math.nan
+            cell["false_rate"] = cell["false"] / total
+    return {"rows": len(rows), "draws_per_truth": draws, "resamples": total, "seed": seed,
+            "level": RESAMPLE_LEVEL, "truths": list(populations(rows[0]["differences"], 1.0)),
+            "constructions": tally}
+
+
+def print_resampling(rec: dict) -> None:
+    print(f"resampling the study's own rows: {rec['rows']} rows x {len(rec['truths'])} truths x "
+          f"{rec['draws_per_truth']:,} draws = {rec['resamples']:,} two-stage comparisons")
+    for name, cells in rec["constructions"].items():
+        print(f"  {name}:")
+        for branch, c in cells.items():
+            print(f"    {branch:>20}: {c['n']:>7,} resamples, coverage {c['coverage']:.1%}, "
+                  f"false decisions {c['false_rate']:.2%} of all resamples")
+            for truth, (n, covered, false) in c["by_truth"].items():
+                of_truth = rec["resamples"] // len(rec["truths"])
+                print(f"      {truth:>26}: {n:>6,} here, coverage {covered / n:.1%}, "
+                      f"false decisions {false / of_truth:.2%} of this truth's resamples")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--families", type=int, default=2000, help="null families of seven (2,000)")
@@ -217,7 +351,12 @@ def main(argv=None) -> int:
     ap.add_argument("--constructions", action="store_true",
                     help="also compare the four interval constructions (slow: about 0.2 s an interval)")
     ap.add_argument("--write", action="store_true", help=f"write the rates to {OUT.name} beside the study")
+    ap.add_argument("--resample", type=int, default=0, metavar="DRAWS",
+                    help="instead: resample each study row's own differences, DRAWS per truth "
+                         f"(with --write, to {RESAMPLE_OUT.name})")
     args = ap.parse_args(argv)
+    if args.resample:
+        return resample_main(args)
     rng = np.random.default_rng(args.seed)
     t0 = time.perf_counter()
     false, sent_on, early = null_families(rng, args.families)
@@ -252,6 +391,17 @@ def main(argv=None) -> int:
             record["coverage_by_construction"] = by_construction
         atomic_write_text(Path(OUT), json.dumps(record, indent=1, sort_keys=True) + "\n")
         print(f"written: {OUT}")
+    return 0
+
+
+def resample_main(args) -> int:
+    t0 = time.perf_counter()
+    rec = resampling(args.seed, args.resample)
+    print_resampling(rec)
+    print(f"({time.perf_counter() - t0:.0f} s)")
+    if args.write:
+        atomic_write_text(Path(RESAMPLE_OUT), json.dumps(rec, indent=1, sort_keys=True) + "\n")
+        print(f"written: {RESAMPLE_OUT}")
     return 0
 
 

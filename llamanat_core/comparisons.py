@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from . import sequential, stats
+from . import paired, sequential, stats
 from .config import REGIMES  # noqa: F401  (the data regimes, re-exported for the chapters)
 from .stats import at_chance, holm
 
@@ -74,7 +74,7 @@ def runs_table(results: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def _comparisons(results: pd.DataFrame, reference: str):
+def _comparisons(results: pd.DataFrame, reference: str, adjust=None):
     """Every comparison the study decides, as (measurement, task, regime, comparison label,
     reference label, control label, reference runs, control runs); runs as in `runs_table`.
 
@@ -82,7 +82,8 @@ def _comparisons(results: pd.DataFrame, reference: str):
     alphabet's `name` runs are matrix runs), so references are looked up in the
     measurement's own runs together with the recall matrix runs, each run once.
     """
-    runs = {m: runs_table(g) for m, g in results.groupby("measurement", sort=False)}
+    adjust = adjust or (lambda runs: runs)
+    runs = {m: adjust(runs_table(g)) for m, g in results.groupby("measurement", sort=False)}
     matrix = runs.get("matrix", pd.DataFrame())
     recall_matrix = matrix[(matrix.task == "recall") & (matrix.answer == "name")] if len(matrix) else matrix
 
@@ -216,7 +217,17 @@ DECISION_COLUMNS = [
     "measurement", "comparison", "task", "regime", "metric", "primary", "reference", "control",
     "n", "reference_value", "control_value", "effect", "ci_low", "ci_high", "margin_low",
     "margin_high", "p", "p_holm", "level", "test", "verdict", "stopped", "prob_better",
-    "prob_better_low", "prob_better_high", "seeds_needed", "reference_arm", "control_arm"]
+    "prob_better_low", "prob_better_high", "seeds_needed", "reference_arm", "control_arm",
+    "reference_solved", "control_solved", "uninformative", "bound", "ci_low_ties", "ci_high_ties"]
+
+LATE_COLUMNS = ["q_bh", "registered_verdict", "post_hoc"]
+"""Columns `decide` adds once every row is tested: across families, and across analyses."""
+
+ANALYSES = ("corrected", "registered")
+"""`decide(analysis=...)`: the book's analysis, or the one fixed before the added seeds ran."""
+
+RARELY_SOLVED = "rarely solved"
+MOSTLY_AT_CHANCE = "mostly at chance"
 
 
 def _units(pair: pd.DataFrame, ep: Endpoint) -> np.ndarray:
@@ -249,7 +260,33 @@ def _both_at_chance(pair: pd.DataFrame, ep: Endpoint, task: str) -> bool:
         at_chance(pair[f"{ep.column}_c"].mean(), task, ep.n_pairs)
 
 
-def _one_comparison(pair: pd.DataFrame, ep: Endpoint, task: str) -> dict:
+def _informative(used: pd.DataFrame, ep: Endpoint, task: str) -> dict:
+    """What the pairs can say. For speed, each arm's solve count (solved k of n comes before
+    any ratio), and which arm never solves: then min(solve step, cap) stops at the cap for
+    it, so its ratio is a bound, not a speed. Uninformative pairs: both runs at the cap
+    (speed) or both at chance (accuracy): their difference is 0, or noise about 0, whatever
+    the true difference is, so they say nothing about it."""
+    if ep.name == "speed":
+        ref_solved = int((~used.censored_r.astype(bool)).sum())
+        ctl_solved = int((~used.censored_c.astype(bool)).sum())
+        idle = used.censored_r.astype(bool) & used.censored_c.astype(bool)
+        bound = ("lower" if ctl_solved == 0 < ref_solved else
+                 "upper" if ref_solved == 0 < ctl_solved else "")
+        return {"reference_solved": ref_solved, "control_solved": ctl_solved,
+                "uninformative": int(idle.sum()), "bound": bound, "_idle": idle.to_numpy()}
+    chance = [used[f"{ep.column}_{s}"].map(lambda a: at_chance(a, task, ep.n_pairs)) for s in "rc"]
+    idle = chance[0] & chance[1]
+    return {"reference_solved": math.nan, "control_solved": math.nan,
+            "uninformative": int(idle.sum()), "bound": "", "_idle": idle.to_numpy()}
+
+
+def _p_value(first, added, ep: Endpoint, analysis: str) -> float:
+    if analysis == "registered":
+        return sequential.p_value(first, added)
+    return paired.p_value(first, added, stopped_early=added is None and not ep.first_seeds_only)
+
+
+def _one_comparison(pair: pd.DataFrame, ep: Endpoint, task: str, analysis: str) -> dict:
     """Everything about one comparison that does not depend on the rest of its family."""
 
     pair = pair[pair[f"{ep.column}_r"].notna() & pair[f"{ep.column}_c"].notna()]
@@ -272,6 +309,7 @@ def _one_comparison(pair: pd.DataFrame, ep: Endpoint, task: str) -> dict:
         if pending:
             stopped = f"undecided on the first 10 seeds: {len(added_pairs)} of {planned} added seeds so far"
     d_all = _units(used, ep) * ep.unit
+    informative = _informative(used, ep, task)
     r, c = used[f"{ep.column}_r"].to_numpy(float), used[f"{ep.column}_c"].to_numpy(float)
     wins = (d_all > 0) if ep.higher_is_better else (d_all < 0)
     score = float(wins.sum() + 0.5 * (d_all == 0).sum())
@@ -279,38 +317,85 @@ def _one_comparison(pair: pd.DataFrame, ep: Endpoint, task: str) -> dict:
     reference_value = float(np.exp(np.log(r).mean())) if ep.log else float(r.mean())
     control_value = float(np.exp(np.log(c).mean())) if ep.log else float(c.mean())
     return {"n": len(used), "reference_value": reference_value, "control_value": control_value,
-            "p": sequential.p_value(first, added), "both_at_chance": chance, "stopped": stopped,
+            "p": _p_value(first, added, ep, analysis),
+            "both_at_chance": chance, "stopped": stopped,
             "_pending": (not ep.first_seeds_only) and pending,
             "prob_better": score / len(used) if len(used) else math.nan, "prob_better_low": low,
             "prob_better_high": high, "_first": first, "_added": added, "_bounds": _bounds(ep, pair),
             "_sd": float(d_all.std(ddof=1)) if len(d_all) > 1 else math.nan,
-            "test": FIXED_TEST if ep.first_seeds_only else DESIGN_TEST}
+            "test": FIXED_TEST if ep.first_seeds_only else DESIGN_TEST,
+            "_fixed": ep.first_seeds_only, "_idle_ties": int(((d_all == 0) & informative.pop("_idle")).sum()),
+            **informative}
 
 
-def _finish(row: dict, ep: Endpoint) -> dict:
-    """The interval at the row's Holm level, and the verdict read off it."""
-
-    lo, hi = sequential.interval(row["_first"], row["_added"], row["level"], row["_bounds"])
-    centre = sequential.estimate(row["_first"], row["_added"], row["_bounds"], (lo, hi))
+def _verdict(row: dict, ep: Endpoint, lo: float, hi: float, analysis: str) -> str:
+    """The verdict read off the interval [lo, hi] (in units). The corrected analysis first
+    asks whether the pairs can carry a verdict: a speed row where either arm solves fewer
+    than half its seeds is `rarely solved` (its ratio mostly compares the cap with itself),
+    and equivalence needs more than half the pairs informative, else `mostly at chance`,
+    and no end made by uninformative ties; the registered analysis reads the interval
+    alone, as it ran."""
     m = ep.margin / ep.unit
+    corrected = analysis == "corrected"
     if row["both_at_chance"]:
-        verdict = "both at chance"
-    elif lo > 0 or hi < 0:
+        return "both at chance"
+    if row["_pending"]:  # its verdict waits for the added seeds (`decide`)
+        return "undecided"
+    fewest_solved = min(row["reference_solved"], row["control_solved"])
+    if corrected and ep.name == "speed" and fewest_solved < row["n"] / 2:
+        return RARELY_SOLVED
+    if lo > 0 or hi < 0:
         control_higher = lo > 0
-        verdict = "better" if control_higher == ep.higher_is_better else "worse"
-    elif -m < lo and hi < m:
-        verdict = "equivalent"
-    else:
-        verdict = "undecided"
+        return "better" if control_higher == ep.higher_is_better else "worse"
+    if -m < lo and hi < m:
+        if corrected and row["uninformative"] > row["n"] / 2:
+            return MOSTLY_AT_CHANCE
+        return "undecided" if corrected and _tied_end(row, lo, hi) else "equivalent"
+    return "undecided"
+
+
+def _tied_end(row: dict, lo: float, hi: float) -> bool:
+    """Does an end sit exactly at no difference while some uninformative pairs (both at the
+    cap, both at chance) tie there? Then those pairs, not the data, put it there."""
+    return row["_idle_ties"] > 0 and (lo == 0 or hi == 0)
+
+
+def _interval(row: dict, analysis: str) -> tuple[float, float, float]:
+    """(low, high, estimate) in units. Registered: the sign-flip interval for the centre of
+    symmetry (`sequential`); corrected: the sign-test interval for the median seed
+    (`paired`), a comparison that stopped early judged at the level its stop spent."""
+    first, added, bounds = row["_first"], row["_added"], row["_bounds"]
+    if analysis == "registered":
+        lo, hi = sequential.interval(first, added, row["level"], bounds)
+        return lo, hi, sequential.estimate(first, added, bounds, (lo, hi))
+    stopped_early = added is None and not row["_fixed"]
+    level = min(row["level"], sequential.ALPHA_FIRST) if stopped_early else row["level"]
+    lo, hi = paired.interval(first, added, level)
+    lo, hi = max(lo, bounds[0]), min(hi, bounds[1])
+    return lo, hi, paired.estimate(first, added, (lo, hi))
+
+
+def _finish(row: dict, ep: Endpoint, analysis: str) -> dict:
+    """The interval at the row's Holm level, and the verdict read off it. An end made by
+    uninformative tied pairs (`_tied_end`) is flagged, not shown as an end, and in the
+    corrected analysis cannot make a row equivalent. (Registered: the first shift past 0
+    turns every tie into a same-signed difference, so sign flips reject it; corrected:
+    the tied pairs are the order statistic the end falls on.)"""
+    lo, hi, centre = _interval(row, analysis)
+    m = ep.margin / ep.unit
+    verdict = _verdict(row, ep, lo, hi, analysis)
     scale = (lambda k: math.exp(k * ep.unit)) if ep.log else (lambda k: k * ep.unit)
     needed = math.nan
     if verdict == "undecided":
         needed = stats.seeds_for_power(centre * ep.unit, row["_sd"], row["level"])
+    ties = row["_idle_ties"] > 0
     return {"effect": scale(centre), "ci_low": scale(lo), "ci_high": scale(hi),
-            "margin_low": scale(-m), "margin_high": scale(m), "verdict": verdict, "seeds_needed": needed}
+            "margin_low": scale(-m), "margin_high": scale(m), "verdict": verdict, "seeds_needed": needed,
+            "ci_low_ties": bool(ties and lo == 0), "ci_high_ties": bool(ties and hi == 0)}
 
 
-def decide(results: pd.DataFrame, reference: str = "llama") -> pd.DataFrame:
+def decide(results: pd.DataFrame, reference: str = "llama", analysis: str = "corrected",
+           adjust=None, with_registered: bool = True) -> pd.DataFrame:
     """Every comparison of the study decided on the endpoints fixed in `QUESTIONS`.
 
     Per comparison: the paired per-seed differences; stage 1 (seeds 0–9) and, where the
@@ -326,33 +411,69 @@ def decide(results: pd.DataFrame, reference: str = "llama") -> pd.DataFrame:
     interval; `seeds_needed` the seeds per arm for 80 % power at
     the observed effect, for an undecided row. A family in which every row is at chance is
     one row, verdict `not learned`.
+
+    `analysis="registered"` reads the verdicts as the analysis fixed before the added seeds
+    ran; the default, `corrected`, adds `rarely solved` and `mostly at chance` (`_verdict`).
+    Every speed row carries both arms' solve counts; `bound` says when its ratio is a bound.
+    The corrected frame also carries each row's `registered_verdict`, and `post_hoc`: a
+    decision (better, worse, equivalent) only the corrected analysis makes, which headline
+    counts leave out. `q_bh` is the Benjamini–Hochberg adjusted p over every primary row.
+    `adjust`, if given, maps each measurement's `runs_table` before pairing (the
+    sensitivity analyses: another solve threshold, cap or step; `sensitivity.py`), and
+    `with_registered=False` skips the registered pass (its two columns are then missing).
     """
+    if analysis not in ANALYSES:
+        raise ValueError(f"analysis must be one of {ANALYSES}, got {analysis!r}")
     rows = []
-    for measurement, task, regime, label, rlab, clab, ref, ctl in _comparisons(results, reference):
+    for measurement, task, regime, label, rlab, clab, ref, ctl in _comparisons(results, reference, adjust):
         pair = _paired(ref, ctl)
         if pair.empty:
             continue
         for ep in QUESTIONS[measurement]:
-            row = _one_comparison(pair, ep, task)
+            row = _one_comparison(pair, ep, task, analysis)
             rows.append({"measurement": measurement, "comparison": label, "task": task, "regime": regime,
                          "metric": ep.name, "primary": ep.primary, "reference": rlab, "control": clab,
                          "reference_arm": _arm(ref), "control_arm": _arm(ctl), **row})
     if not rows:
-        return pd.DataFrame(columns=DECISION_COLUMNS)
-    df = pd.DataFrame(rows)
+        return pd.DataFrame(columns=DECISION_COLUMNS + LATE_COLUMNS)
     family = ["measurement", "task", "regime", "metric"]
-    # A row still waiting for its added seeds holds its place in the family with p = 1
-    # (it cannot make another row's step easier) and is shown at the stage-1 level, where
-    # the rule that sent it on says its interval neither excludes 0 nor fits the margin.
+    df = _with_holm(pd.DataFrame(rows), family)
+    finished = [_finish(r, ENDPOINTS[r["metric"]], analysis) for r in df.to_dict("records")]
+    df = pd.concat([df, pd.DataFrame(finished, index=df.index)], axis=1)
+    df = _not_learned(df[DECISION_COLUMNS + ["both_at_chance"]], family)
+    primary = df.primary.astype(bool) & df.p.notna() & ~df.stopped.str.contains("so far")
+    df["q_bh"] = pd.Series(stats.benjamini_hochberg(df.p.where(primary)), index=df.index)
+    if analysis == "registered":
+        return df.assign(registered_verdict=df.verdict, post_hoc=False)
+    if not with_registered:
+        return df
+    return _against_registered(df, decide(results, reference, "registered", adjust))
+
+
+def _with_holm(df: pd.DataFrame, family: list[str]) -> pd.DataFrame:
+    """Each row's Holm level and adjusted p within its family. A row still waiting for its
+    added seeds holds its place with p = 1 (it cannot make another row's step easier) and
+    is shown at the stage-1 level, where the rule that sent it on says its interval neither
+    excludes 0 nor fits the margin."""
     holm_p = df.p.where(~df._pending, 1.0)
-    df["level"] = holm_p.groupby([df[c] for c in family], sort=False).transform(
+    groups = [df[c] for c in family]
+    df["level"] = holm_p.groupby(groups, sort=False).transform(
         lambda p: pd.Series(stats.holm_levels(p), index=p.index))
-    df["p_holm"] = holm_p.groupby([df[c] for c in family], sort=False).transform(
+    df["p_holm"] = holm_p.groupby(groups, sort=False).transform(
         lambda p: pd.Series(holm(p), index=p.index)).where(~df._pending)
     df.loc[df._pending, "level"] = sequential.ALPHA_FIRST
-    finished = [_finish(r, ENDPOINTS[r["metric"]]) for r in df.to_dict("records")]
-    df = pd.concat([df, pd.DataFrame(finished, index=df.index)], axis=1)
-    return _not_learned(df[DECISION_COLUMNS + ["both_at_chance"]], family)
+    return df
+
+
+def _against_registered(corrected: pd.DataFrame, registered: pd.DataFrame) -> pd.DataFrame:
+    """The registered verdict beside each corrected row; a decision the registered analysis
+    did not make is post hoc."""
+    key = ["measurement", "comparison", "task", "regime", "metric"]
+    was = registered.set_index(key).verdict.rename("registered_verdict")
+    out = corrected.join(was, on=key)
+    decision = out.verdict.isin(["better", "worse", "equivalent"])
+    out["post_hoc"] = decision & (out.verdict != out.registered_verdict)
+    return out
 
 
 def _not_learned(df: pd.DataFrame, family: list[str]) -> pd.DataFrame:
@@ -364,12 +485,31 @@ def _not_learned(df: pd.DataFrame, family: list[str]) -> pd.DataFrame:
             first["comparison"], first["control"] = "every control", "every control"
             first["verdict"], first["stopped"] = "not learned", "no row learns within the cap"
             for c in ("effect", "ci_low", "ci_high", "p", "p_holm", "prob_better", "prob_better_low",
-                      "prob_better_high", "seeds_needed", "control_value"):
+                      "prob_better_high", "seeds_needed", "control_value", "control_solved"):
                 first[c] = math.nan
             out.append(first.to_frame().T)
         else:
             out.append(g)
     return pd.concat(out).drop(columns="both_at_chance").reset_index(drop=True)
+
+
+def row_differences(results: pd.DataFrame, reference: str = "llama") -> list[dict]:
+    """Every primary comparison's own per-seed differences (control − reference, integer
+    units of its endpoint, every seed both rows have), for resampling studies of the design
+    (`benchmarks/sequential_design.py --resample`); rows at chance on their first ten seeds
+    are left out (they are never tested). Each: measurement, comparison, task, regime,
+    metric, differences, margin (units), bounds (units)."""
+    out = []
+    for measurement, task, regime, label, _, _, ref, ctl in _comparisons(results, reference):
+        pair = _paired(ref, ctl)
+        for ep in (e for e in QUESTIONS[measurement] if e.primary):
+            used = pair[pair[f"{ep.column}_r"].notna() & pair[f"{ep.column}_c"].notna()]
+            if used.empty or _both_at_chance(used[used.seed.isin(sequential.FIRST_SEEDS)], ep, task):
+                continue
+            out.append({"measurement": measurement, "comparison": label, "task": task, "regime": regime,
+                        "metric": ep.name, "differences": _units(used, ep), "margin": ep.margin / ep.unit,
+                        "bounds": _bounds(ep, used)})
+    return out
 
 
 def added_seed_arms(decisions: pd.DataFrame) -> list[tuple]:
@@ -398,12 +538,20 @@ def decision_row(decisions: pd.DataFrame, measurement: str, control: str, task: 
 def interval_agrees(row) -> bool:
     """Does the row's interval say what its verdict says? It lies on the better side of no
     difference (ratio 1, gap 0) exactly when the verdict is better, on the worse side exactly
-    when it is worse, and inside the margin without excluding it exactly when equivalent."""
+    when it is worse, and inside the margin without excluding it exactly when equivalent (or
+mostly at chance, which is what equivalence reads as when most pairs are uninformative);
+an end made by tied pairs is no end to be inside the margin; a rarely solved row reads no
+verdict off its interval."""
     ep = ENDPOINTS[row.metric]
     null = 1.0 if ep.log else 0.0
     above, below = row.ci_low > null, row.ci_high < null
     better = above if ep.higher_is_better else below
     worse = below if ep.higher_is_better else above
-    inside = row.margin_low < row.ci_low and row.ci_high < row.margin_high
+    tied = bool(getattr(row, "ci_low_ties", False)) or bool(getattr(row, "ci_high_ties", False))
+    inside = row.margin_low < row.ci_low and row.ci_high < row.margin_high and not tied
+    if row.verdict == RARELY_SOLVED:  # the interval is shown, but no verdict is read off it
+        return True
+    if row.verdict == MOSTLY_AT_CHANCE:  # it would read equivalent, were most pairs informative
+        return inside and not (above or below)
     return better == (row.verdict == "better") and worse == (row.verdict == "worse") and \
         (inside and not (above or below)) == (row.verdict == "equivalent")

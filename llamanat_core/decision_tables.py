@@ -6,7 +6,9 @@
   and its interval (speed as a ratio ×0.34 [0.18, 0.57], accuracy as a gap in points with
   a real minus sign), the margin, Holm p, P(better) with its interval and, for an
   undecided row, the seeds that would give it 80 % power; `decision_counts`;
-- `decision_effect_text`, `margin_text`, `row_label`: one row's words, as the prose and
+- `what_moved`: the registered analysis against the corrected one, row by row;
+  `branch_table`: the resampling validation of both, per branch of the design;
+- `decision_effect_text`, `solved_text`, `margin_text`, `row_label`: one row's words, as the prose and
   the figures (`plotting.decisions`) write them;
 - `arm_values`, `paired_values`, `difference_sd`: one comparison's values seed by seed.
 """
@@ -61,14 +63,38 @@ def is_ratio(metric: str) -> bool:
     return metric == "speed"
 
 
+TIED_END = "ties"
+"""What an interval shows for an end that tied pairs alone put at no difference."""
+BOUND_SIGNS = {"lower": "≥", "upper": "≤"}
+
+
+def _end(row, which: str, text: str) -> str:
+    return TIED_END if bool(getattr(row, f"ci_{which}_ties", False)) else text
+
+
 def decision_effect_text(row) -> str:
     """The effect and its interval: ×0.34 [0.18, 0.57] for speed, −12.5 [−20.0, −3.0]
-    points for accuracy; a dash when the row has none (a question nobody learns)."""
+    points for accuracy; a dash when the row has none (a question nobody learns). A ratio
+    where one arm never solves is a bound (≥×3.53: the arm at the cap would take longer
+    still); an end that tied pairs alone put at no difference reads `ties`, not a number."""
     if not np.isfinite(row.effect):
         return "–"
     if is_ratio(row.metric):
-        return f"×{row.effect:.2f} [{row.ci_low:.2f}, {row.ci_high:.2f}]"
-    return f"{signed(100 * row.effect)} [{signed(100 * row.ci_low)}, {signed(100 * row.ci_high)}]"
+        sign = BOUND_SIGNS.get(str(getattr(row, "bound", "") or ""), "")
+        lo, hi = _end(row, "low", f"{row.ci_low:.2f}"), _end(row, "high", f"{row.ci_high:.2f}")
+        return f"{sign}×{row.effect:.2f} [{lo}, {hi}]"
+    lo, hi = _end(row, "low", signed(100 * row.ci_low)), _end(row, "high", signed(100 * row.ci_high))
+    return f"{signed(100 * row.effect)} [{lo}, {hi}]"
+
+
+def solved_text(row) -> str:
+    """Solved k of n for both arms of a speed row (reference first): 32/40 vs 0/40; a dash
+    for accuracy rows."""
+    k_r, k_c = getattr(row, "reference_solved", math.nan), getattr(row, "control_solved", math.nan)
+    if not (is_ratio(row.metric) and np.isfinite(k_r) and np.isfinite(k_c)):
+        return "–"
+    n = int(row.n)
+    return f"{int(k_r)}/{n} vs {int(k_c)}/{n}"
 
 
 def margin_text(row) -> str:
@@ -128,28 +154,91 @@ def decision_table(decisions: pd.DataFrame, metrics=None, measurements=None) -> 
     for r in d.itertuples():
         rows.append({
             "measurement": r.measurement, "endpoint": r.metric, "comparison": row_label(r),
-            "n": int(r.n), "reference": _value_text(r.reference_value, r.metric),
+            "n": int(r.n), "solved (ref vs control)": solved_text(r),
+            "reference": _value_text(r.reference_value, r.metric),
             "control": _value_text(r.control_value, r.metric),
             "effect [interval]": decision_effect_text(r), "margin": margin_text(r),
             "Holm p": _p_text(r.p_holm),
-            "P(better) [interval]": prob_text(r), "verdict": r.verdict, "why it stopped": r.stopped,
+            "P(better) [interval]": prob_text(r),
+            "verdict": f"{r.verdict} (post hoc)" if bool(getattr(r, "post_hoc", False)) else r.verdict,
+            "why it stopped": r.stopped,
             "seeds needed": seeds_text(r.seeds_needed)})
-    cols = ["measurement", "endpoint", "comparison", "n", "reference", "control", "effect [interval]",
+    cols = ["measurement", "endpoint", "comparison", "n", "solved (ref vs control)", "reference", "control",
+            "effect [interval]",
             "margin", "Holm p", "P(better) [interval]", "verdict", "why it stopped", "seeds needed"]
     out = pd.DataFrame(rows, columns=cols)
     return out.set_index(["measurement", "endpoint", "comparison"])
 
 
+def what_moved(registered: pd.DataFrame, corrected: pd.DataFrame) -> pd.DataFrame:
+    """The registered-vs-corrected table: each row whose verdict the correction changes,
+    with both analyses' effect [interval] and verdict, and how it moved: `withdrawn` (a
+    registered decision or equivalence the corrected analysis does not keep), `post hoc`
+    (a decision only the corrected analysis makes; not in the headline counts), or
+    `relabelled` (neither: an undecided row now saying why)."""
+    key = ["measurement", "comparison", "task", "regime", "metric"]
+    both = registered.merge(corrected, on=key, suffixes=("_r", "_c"))
+    rows = []
+    for r in both[both.verdict_r != both.verdict_c].itertuples():
+        was, now = _side(r, "_r"), _side(r, "_c")
+        rows.append({"measurement": r.measurement, "endpoint": r.metric, "comparison": row_label(now),
+                     "n": int(r.n_c), "registered": decision_effect_text(was),
+                     "registered verdict": r.verdict_r,
+                     "corrected": decision_effect_text(now), "corrected verdict": r.verdict_c,
+                     "moved": _how_moved(r.verdict_r, r.verdict_c)})
+    cols = ["measurement", "endpoint", "comparison", "n", "registered", "registered verdict", "corrected",
+            "corrected verdict", "moved"]
+    return pd.DataFrame(rows, columns=cols).set_index(["measurement", "endpoint", "comparison"])
+
+
+CLAIMS = ("better", "worse", "equivalent")
+
+
+def _how_moved(was: str, now: str) -> str:
+    if now in CLAIMS:
+        return "post hoc"
+    return "withdrawn" if was in CLAIMS else "relabelled"
+
+
+def _side(row, suffix: str) -> pd.Series:
+    """One analysis's columns of a merged registered/corrected row, unsuffixed."""
+    fields = {k[:-len(suffix)]: v for k, v in row._asdict().items() if k.endswith(suffix)}
+    shared = {k: v for k, v in row._asdict().items() if not k.endswith(("_r", "_c"))}
+    return pd.Series(shared | fields)
+
+
+def branch_table(record: dict) -> pd.DataFrame:
+    """The resampling validation (`benchmarks/sequential_design.py --resample`) as a reader
+    prints it: per construction and branch of the two-stage rule, how many resampled
+    comparisons took it, the share of their intervals covering the truth, and the false
+    decisions it made as a share of all resamples."""
+    rows = []
+    for name, cells in record["constructions"].items():
+        for branch, c in cells.items():
+            rows.append({"construction": name.split(" (")[0], "branch": branch, "resamples": f"{c['n']:,}",
+                         "coverage": pct(c["covered"] / c["n"]) if c["n"] else "–",
+                         "false decisions": f"{100 * c['false'] / record['resamples']:.2f}%"})
+    return pd.DataFrame(rows).set_index(["construction", "branch"])
+
+
 def decision_counts(decisions: pd.DataFrame) -> dict:
     """How many comparisons ended how: decided (better + worse), better, worse,
-    equivalent, undecided, at chance, not learned, and undecided rows whose added seeds
-    are still being trained (pending)."""
-    v = decisions.verdict
-    return {"total": len(decisions), "better": int((v == "better").sum()), "worse": int((v == "worse").sum()),
-            "decided": int(v.isin(["better", "worse"]).sum()), "equivalent": int((v == "equivalent").sum()),
-            "undecided": int((v == "undecided").sum()), "at chance": int((v == "both at chance").sum()),
-            "not learned": int((v == "not learned").sum()),
-            "pending": int(decisions.stopped.map(is_pending).sum())}
+    equivalent, undecided, at chance, not learned, rarely solved, mostly at chance, and
+    undecided rows whose added seeds are still being trained (pending). A post hoc row (a
+    decision only the corrected analysis makes) is left out of the headline counts and
+    counted apart, as `post hoc`."""
+    post_hoc = (decisions.post_hoc.astype(bool) if "post_hoc" in decisions
+                else pd.Series(False, index=decisions.index))
+    v = decisions.verdict.where(~post_hoc, "post hoc")
+    counts = {"total": len(decisions), "better": int((v == "better").sum()),
+              "worse": int((v == "worse").sum()), "decided": int(v.isin(["better", "worse"]).sum()),
+              "equivalent": int((v == "equivalent").sum())}
+    for word, verdict in (("undecided", "undecided"), ("at chance", "both at chance"),
+                          ("not learned", "not learned"), ("rarely solved", "rarely solved"),
+                          ("mostly at chance", "mostly at chance"), ("post hoc", "post hoc")):
+        counts[word] = int((v == verdict).sum())
+    counts["pending"] = int(decisions.stopped.map(is_pending).sum())
+    return counts
 
 
 def arm_values(runs: pd.DataFrame, arm: tuple, column: str) -> pd.Series:
@@ -182,6 +271,7 @@ def difference_sd(runs: pd.DataFrame, row, seeds) -> float:
     return float(np.std(diff, ddof=1)) if len(diff) > 1 else math.nan
 
 
-__all__ = ["chapter_decisions", "decision_table", "decision_counts", "decision_effect_text",
+__all__ = ["chapter_decisions", "decision_table", "decision_counts", "what_moved", "branch_table",
+           "decision_effect_text", "solved_text",
            "margin_text", "signed", "is_ratio", "row_label", "is_pending", "arm_values",
            "paired_values", "difference_sd", "METRIC_TITLES", "MEASUREMENT_TITLES", "SHORT_TITLES"]

@@ -109,16 +109,18 @@ def _on_stage_one(first, added) -> bool:
     return added is None or len(added) == 0 or stops_early(first)
 
 
+def combine(p1: float, p2: float) -> float:
+    """A continued comparison's one-sided p from its two stages' one-sided p-values (same
+    direction): P(early stop that way) + the continued tail at the combined statistic."""
+    z = W1 * -scipy.special.ndtri(p1) + W2 * -scipy.special.ndtri(p2)  # norm.isf
+    return min(1.0, _EARLY + _continued_tail(z))
+
+
 def _combined_tails(first, added) -> tuple[float, float]:
-    """The continued comparison's one-sided p-values: P(early stop that way) + the continued
-    tail at the combined statistic."""
+    """The continued comparison's one-sided p-values, each stage by exact sign flips."""
     up1, down1 = sign_flip_tails(first)
     up2, down2 = sign_flip_tails(added)
-    tails = []
-    for p1, p2 in ((up1, up2), (down1, down2)):
-        z = W1 * -scipy.special.ndtri(p1) + W2 * -scipy.special.ndtri(p2)  # norm.isf
-        tails.append(min(1.0, _EARLY + _continued_tail(z)))
-    return tails[0], tails[1]
+    return combine(up1, up2), combine(down1, down2)
 
 
 def p_value(first, added=None) -> float:

@@ -10,7 +10,8 @@ compared, and the verdict each comparison gets, live in `llamanat_core.compariso
 - **paired differences**: the exact sign-flip test's tails (`sign_flip_tails`, which
   `llamanat_core.sequential` combines over two stages) and the smallest p it can give
   (`min_sign_flip_p`);
-- **multiplicity**: Holm–Bonferroni adjusted p-values and per-row levels;
+- **multiplicity**: Holm–Bonferroni adjusted p-values and per-row levels, and
+  Benjamini–Hochberg's over the whole study;
 - **intervals and power**: the Wilson interval of a proportion, the seeds a paired
   comparison needs for 80 % power, and the power of an equivalence test.
 """
@@ -106,6 +107,23 @@ def holm(pvalues) -> np.ndarray:
     def adjusted(ranked: np.ndarray) -> np.ndarray:
         m = len(ranked)
         return np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * ranked))
+
+    return _by_rank(pvalues, adjusted)
+
+
+def benjamini_hochberg(pvalues) -> np.ndarray:
+    """Benjamini–Hochberg adjusted p-values (q-values, step-up), in the input order.
+
+    Sort the m p-values; the i-th smallest becomes p · m / i, a running minimum from the
+    largest down keeps them monotone, capped at 1. Rejecting where q <= 0.05 keeps the
+    expected share of false decisions among all decisions at 5 % (for independent or
+    positively dependent tests): a statement about the whole study, where Holm's is about
+    any false decision within a family. NaN passes through and does not count in m.
+    """
+    def adjusted(ranked: np.ndarray) -> np.ndarray:
+        m = len(ranked)
+        q = ranked * m / np.arange(1, m + 1)
+        return np.minimum(1.0, np.minimum.accumulate(q[::-1])[::-1])
 
     return _by_rank(pvalues, adjusted)
 

@@ -13,6 +13,10 @@ difference beyond the margin, never that the two do not differ.
 """
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
 from .decision_tables import decision_effect_text, margin_text
 
 NAMES = {
@@ -50,6 +54,26 @@ def _seeds(row) -> str:
     return f"{n} seeds so far, more being added" if pending else f"{n} seeds"
 
 
+def _count(row, arm: str):
+    k = row.get(f"{arm}_solved", math.nan)
+    return None if k is None or not np.isfinite(k) else int(k)
+
+
+def _solved(row) -> str:
+    """Solved k of n for both arms of a speed row, reference first: `llama solves 32 of 40
+    seeds, the GELU MLP 0 of 40`; empty when the row has no counts."""
+    k_r, k_c = _count(row, "reference"), _count(row, "control")
+    if row.metric != "speed" or k_r is None or k_c is None:
+        return ""
+    ref, ctl = row_name(row.reference), row_name(row.control)
+    return f"{ref} {_verb(ref, 'solve')} {k_r} of {int(row.n)} seeds, {ctl} {k_c} of {int(row.n)}"
+
+
+def _with_solved(row, text: str) -> str:
+    solved = _solved(row)
+    return f"{text}; {solved}" if solved else text
+
+
 def _model(row) -> str:
     """The alphabet compares answers within one model: say which."""
     if str(row.reference).endswith((" copy", " name")):
@@ -64,7 +88,16 @@ def _verb(name: str, verb: str) -> str:
 
 def verdict_sentence(row) -> str:
     """One sentence saying what a row of `comparisons.decide` decided, with its effect,
-    interval and seeds; the words are chosen by the verdict and nothing else."""
+    interval and seeds; the words are chosen by the verdict and nothing else. A speed row
+    ends with both arms' solve counts: solved k of n comes before any ratio. A decision only
+    the corrected analysis makes says it is post hoc."""
+    text = _with_solved(row, _verdict_clause(row))
+    if bool(row.get("post_hoc", False)):
+        text += f" (post hoc: the registered analysis read it {row.registered_verdict})"
+    return text
+
+
+def _verdict_clause(row) -> str:
     where = REGIME_PHRASES.get(row.regime, f"({row.regime})")
     if row.verdict == "absent":
         return f"the study has no {row.metric} row for {row_name(row.control)} on {row.task} {where}"
@@ -89,6 +122,14 @@ def verdict_sentence(row) -> str:
         lead = (f"{ctl} and {ref} take equivalent numbers of steps to solve {what}" if speed
                 else f"{ctl} and {ref} score equivalently on {what}")
         return f"{lead}: {effect}, inside {margin} ({_seeds(row)})"
+    if row.verdict == "rarely solved":
+        never = {"lower": ctl, "upper": ref}.get(str(row.get("bound", "") or ""))
+        bound = f", a bound as {never} never {_verb(never, 'solve')}" if never else ""
+        return (f"{ctl} and {ref} solve {what} on too few seeds to compare their speed: the capped "
+                f"ratio {decision_effect_text(row)}{bound} ({_seeds(row)})")
+    if row.verdict == "mostly at chance":
+        return (f"{ctl} and {ref} are both at chance on most seeds of {what} ({int(row.uninformative)} of "
+                f"{int(row.n)}), so {effect} shows no equivalence")
     if row.verdict == "undecided":
         lead = "the study cannot tell whether " + (
             f"{ctl} {_verb(ctl, 'take')} fewer or more steps than {ref} to solve {what}" if speed

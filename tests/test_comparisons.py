@@ -106,7 +106,7 @@ def decided(committed_results):
 
 
 def test_decide_has_every_column_and_agrees_with_itself(decided):
-    assert list(decided.columns) == comparisons.DECISION_COLUMNS
+    assert list(decided.columns) == comparisons.DECISION_COLUMNS + comparisons.LATE_COLUMNS
     rows = decided[decided.verdict.isin(["better", "worse", "equivalent", "undecided"])]
     finite = rows[["ci_low", "ci_high", "effect"]].to_numpy(float)
     assert np.isfinite(finite).all()
@@ -114,12 +114,67 @@ def test_decide_has_every_column_and_agrees_with_itself(decided):
         null = 1.0 if r.metric == "speed" else 0.0
         excludes = r.ci_low > null or r.ci_high < null
         assert excludes == (r.verdict in ("better", "worse")) == (r.p <= r.level), r
-        assert (r.margin_low < r.ci_low and r.ci_high < r.margin_high) == (r.verdict == "equivalent"), r
+        tied = r.ci_low_ties or r.ci_high_ties
+        inside = r.margin_low < r.ci_low and r.ci_high < r.margin_high and not tied
+        assert inside == (r.verdict == "equivalent"), r
+        assert comparisons.interval_agrees(pd.Series(r._asdict())), r
         assert r.ci_low <= r.effect <= r.ci_high, r
         if r.metric == "speed":
             assert r.ci_low > 0  # a ratio never reaches 0
         else:
             assert -1 <= r.ci_low and r.ci_high <= 1  # an accuracy gap stays in [-1, 1]
+
+
+def test_solved_k_of_n_leads_every_speed_row_and_few_solves_never_read_equivalent(decided):
+    """Every speed row counts both arms' solved seeds; where either arm solves fewer than
+    half, the row is `rarely solved` (never equivalent, never a speed verdict), and its
+    ratio is a bound where one arm never solves."""
+    speed = decided[(decided.metric == "speed") & (decided.verdict != "not learned")]
+    assert speed[["reference_solved", "control_solved"]].notna().all().all()
+    assert ((speed.reference_solved <= speed.n) & (speed.control_solved <= speed.n)).all()
+    few = (speed[["reference_solved", "control_solved"]].min(axis=1) < speed.n / 2) & \
+        (speed.verdict != "both at chance") & ~speed.stopped.str.contains("so far")
+    assert (speed.verdict[few] == "rarely solved").all() and few.any()
+    assert (speed.verdict[~few] != "rarely solved").all()
+    never = speed[(speed.control_solved == 0) & (speed.reference_solved > 0)]
+    assert len(never) and (never.bound == "lower").all()
+    assert (speed.bound[(speed.control_solved > 0) & (speed.reference_solved > 0)] == "").all()
+    gelu = comparisons.decision_row(decided, "matrix", "gelu_mlp", "recall", "finite", "speed")
+    assert (gelu.verdict, gelu.control_solved, gelu.bound) == ("rarely solved", 0, "lower")
+
+
+def test_no_equivalence_from_ties_or_chance_and_no_end_made_by_ties(committed_results, decided):
+    """Equivalence needs more than half the pairs informative (not both at the cap, not
+    both at chance). The analysis as registered read rows equivalent on ties or chance
+    (LayerNorm on fresh recall, 8 of 10 pairs at the cap; post-norm at 12 pairs, both
+    arms at chance on most seeds); the corrected one reads none. Flagged ends (made by
+    tied pairs) sit exactly at no difference, as LayerNorm's registered lower end does."""
+    equivalent = decided[decided.verdict == "equivalent"]
+    assert (equivalent.uninformative <= equivalent.n / 2).all()
+    registered = comparisons.decide(committed_results, analysis="registered")
+    was = registered[(registered.verdict == "equivalent") & (registered.uninformative > registered.n / 2)]
+    assert len(was) >= 2
+    moved = decided.loc[was.index]
+    assert set(moved.verdict) <= {"rarely solved", "mostly at chance"}
+    for frame in (decided, registered):
+        null = pd.Series(np.where(frame.metric == "speed", 1.0, 0.0), index=frame.index)
+        assert (frame.ci_low[frame.ci_low_ties.astype(bool)] == null[frame.ci_low_ties.astype(bool)]).all()
+        assert (frame.ci_high[frame.ci_high_ties.astype(bool)] == null[frame.ci_high_ties.astype(bool)]).all()
+    layernorm = comparisons.decision_row(registered, "matrix", "layernorm", "recall", "fresh", "speed")
+    assert layernorm.ci_low == 1.0 and layernorm.ci_low_ties
+    with pytest.raises(ValueError, match="analysis must be one of"):
+        comparisons.decide(committed_results, analysis="hopeful")
+
+
+def test_post_hoc_marks_exactly_the_decisions_only_the_correction_makes(decided):
+    """Beside each corrected row its registered verdict; a better, worse or equivalent the
+    registered analysis did not reach is post hoc, and nothing else is."""
+    decision = decided.verdict.isin(["better", "worse", "equivalent"])
+    assert (decided.post_hoc == (decision & (decided.verdict != decided.registered_verdict))).all()
+    assert decided.registered_verdict.notna().all()
+    is_primary = decided.primary.astype(bool)
+    primary = decided[is_primary & decided.p.notna()]
+    assert primary.q_bh.notna().all() and decided.q_bh[~is_primary].isna().all()
 
 
 def test_decide_direction_and_margins(decided):

@@ -82,7 +82,27 @@ def test_no_public_name_has_two_homes():
 def test_decision_counts_add_up_and_count_pending_rows(decisions):
     c = dtab.decision_counts(decisions)
     assert c == {"total": 6, "better": 1, "worse": 2, "decided": 3, "equivalent": 0, "undecided": 1,
-                 "at chance": 1, "not learned": 1, "pending": 1}
+                 "at chance": 1, "not learned": 1, "rarely solved": 0, "mostly at chance": 0, "post hoc": 0,
+                 "pending": 1}
+    marked = decisions.assign(post_hoc=[False, True, False, False, False, False])
+    c = dtab.decision_counts(marked)
+    assert (c["worse"], c["decided"], c["post hoc"], c["total"]) == (1, 2, 1, 6)
+
+
+def test_a_bound_and_an_end_made_by_ties_are_written_as_such():
+    """A ratio where one arm never solves is a bound; an end that tied pairs put at no
+    difference is not shown as a number; solved k of n leads every speed row."""
+    never = pd.Series(_row(control="gelu_mlp", effect=3.53, lo=2.31, hi=5.31, verdict="rarely solved",
+                           bound="lower", n=40, reference_solved=32, control_solved=0))
+    assert dtab.decision_effect_text(never) == "≥×3.53 [2.31, 5.31]"
+    assert dtab.decision_effect_text(never.copy().replace({"lower": "upper"})).startswith("≤×")
+    tied = pd.Series(_row(effect=1.05, lo=1.0, hi=1.22, ci_low_ties=True, ci_high_ties=False))
+    assert dtab.decision_effect_text(tied) == "×1.05 [ties, 1.22]"
+    assert dtab.decision_effect_text(pd.Series(_row(effect=1.05, lo=1.0, hi=1.22))) == "×1.05 [1.00, 1.22]"
+    assert dtab.solved_text(never) == "32/40 vs 0/40"
+    assert dtab.solved_text(pd.Series(_row(metric="length_8", reference_solved=math.nan))) == "–"
+    table = dtab.decision_table(pd.DataFrame([never.to_dict()]))
+    assert table["solved (ref vs control)"].iloc[0] == "32/40 vs 0/40"
 
 
 def _bars(ax):
@@ -239,3 +259,26 @@ def test_difference_sd_is_the_spread_of_the_per_seed_differences():
                                 control_arm=("recall", "x", "finite", 10_000.0, "name"))
     assert dtab.difference_sd(runs, row, seeds=[0, 1, 2]) == pytest.approx(np.std([0.1, 0.2, 0.4], ddof=1))
     assert np.isnan(dtab.difference_sd(runs, row, seeds=[0]))
+
+
+def test_what_moved_lists_changed_rows_and_says_how(decisions):
+    """A registered decision the correction drops is withdrawn; a decision only the
+    correction makes is post hoc; an undecided row that now says why is relabelled."""
+    registered = decisions.copy()
+    corrected = decisions.copy()
+    corrected.loc[1, "verdict"] = "undecided"                 # worse → undecided
+    registered.loc[2, "verdict"], corrected.loc[2, "verdict"] = "undecided", "equivalent"
+    corrected.loc[3, "verdict"], registered.loc[3, "verdict"] = "rarely solved", "undecided"
+    moved = dtab.what_moved(registered, corrected)
+    assert list(moved.moved) == ["withdrawn", "post hoc", "relabelled"]
+    assert list(moved["registered verdict"]) == ["worse", "undecided", "undecided"]
+    assert dtab.what_moved(decisions, decisions).empty
+
+
+def test_branch_table_reads_the_resampling_record():
+    record = {"resamples": 200, "constructions": {"corrected (x)": {
+        "decided at ten": {"n": 40, "covered": 39, "false": 1},
+        "equivalent at ten": {"n": 0, "covered": 0, "false": 0}}}}
+    table = dtab.branch_table(record)
+    assert table.loc[("corrected", "decided at ten")].tolist() == ["40", "97.5%", "0.50%"]
+    assert table.loc[("corrected", "equivalent at ten"), "coverage"] == "–"

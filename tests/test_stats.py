@@ -80,3 +80,20 @@ def test_holm_nan_passes_through_and_does_not_count():
     np.testing.assert_allclose(out[[0, 2, 3]], [0.03, 0.06, 0.06])
     assert np.all(np.isnan(stats.holm([math.nan, math.nan])))
     assert stats.holm([]).shape == (0,)
+
+
+def test_benjamini_hochberg_by_hand_and_against_holm():
+    """q = p · m / rank, made monotone from the top: 0.01, 0.02, 0.03, 0.5 over four become
+    0.04, 0.04, 0.04, 0.5; NaN passes through and does not count. It rejects at least what
+    Holm rejects (it controls a weaker error), and more on this example."""
+    from llamanat_core.stats import benjamini_hochberg, holm
+
+    np.testing.assert_allclose(benjamini_hochberg([0.03, 0.01, 0.5, 0.02]), [0.04, 0.04, 0.5, 0.04])
+    out = benjamini_hochberg([0.02, np.nan, 0.01])
+    assert np.isnan(out[1]) and np.allclose(out[[0, 2]], [0.02, 0.02])
+    p = np.array([0.01, 0.02, 0.03, 0.04, 0.2])
+    assert (benjamini_hochberg(p) <= 0.05).sum() == 4 > (holm(p) <= 0.05).sum()
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        p = rng.uniform(0, 0.1, rng.integers(1, 12))
+        assert np.all((holm(p) <= 0.05) <= (benjamini_hochberg(p) <= 0.05))

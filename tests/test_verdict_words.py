@@ -68,6 +68,28 @@ def test_every_committed_row_gets_words_that_match_its_verdict(decisions):
             assert text.startswith("the study cannot tell"), text
         elif row.verdict == "equivalent":
             assert "equivalent" in text and "inside the margin" in text, text
+        elif row.verdict == "rarely solved":
+            assert "too few seeds to compare" in text and "equivalent" not in text, text
+        elif row.verdict == "mostly at chance":
+            assert "shows no equivalence" in text, text
         else:
             assert row.verdict in ("both at chance", "not learned") and "decided" not in text, text
+        if row.metric == "speed" and row.verdict != "not learned":
+            k_r, k_c, n = int(row.reference_solved), int(row.control_solved), int(row.n)
+            assert text.endswith(f" {k_r} of {n} seeds, {row_name(row.control)} {k_c} of {n}"), text
         assert "nan" not in text and "inf" not in text
+
+
+def test_a_rarely_solved_row_says_so_and_names_the_bound():
+    row = _row(task="recall", control="gelu_mlp", effect=3.53, ci_low=2.31, ci_high=5.31, n=40,
+               verdict="rarely solved", bound="lower", reference_solved=32, control_solved=0)
+    assert verdict_sentence(row) == (
+        "the GELU MLP and llama solve recall on the finite set on too few seeds to compare their speed: "
+        "the capped ratio ≥×3.53 [2.31, 5.31], a bound as the GELU MLP never solves (40 seeds); "
+        "llama solves 32 of 40 seeds, the GELU MLP 0 of 40")
+
+
+def test_a_post_hoc_decision_says_so():
+    row = _row(post_hoc=True, registered_verdict="undecided")
+    assert verdict_sentence(row).endswith("(post hoc: the registered analysis read it undecided)")
+    assert "post hoc" not in verdict_sentence(_row(post_hoc=False, registered_verdict="worse"))

@@ -122,7 +122,8 @@ def forest_legend(fig, verdicts: set[str]):
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    order = ["better", "worse", "equivalent", "undecided", "both at chance"]
+    order = ["better", "worse", "equivalent", "undecided", "rarely solved", "mostly at chance",
+             "both at chance"]
     handles = [Line2D([], [], color=COLORS[v], marker="o", lw=2.0, ms=4.5, label=v)
                for v in order if v in verdicts]
     handles += [Patch(color=MARGIN_COLOR, label=MARGIN_LABEL),

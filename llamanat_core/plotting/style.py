@@ -162,5 +162,6 @@ def plain_ticks(ax, axis: str = "y") -> None:
 
 
 VERDICT_COLORS = {"better": GREEN, "worse": VERMILION, "equivalent": BLUE,
-                  "both at chance": ORANGE, "undecided": NEUTRAL}
+                  "both at chance": ORANGE, "undecided": NEUTRAL, "rarely solved": "#b09a6e",
+                  "mostly at chance": "#b09a6e"}
 """One colour per verdict of `comparisons.decide` (the decision figures add `not learned`)."""
