@@ -160,13 +160,14 @@ def cmd_study(args) -> int:
     options = _executor_options(args, measurements + texts)
     # The whole study is the first ten seeds of every row plus the seeds the stage-1 rule adds
     whole = set(measurements) == set(MEASUREMENTS) and settings.seeds == SEEDS and not args.quick
-    if args.added_seeds and not whole:
-        raise ValueError("--added-seeds extends the whole study (no --only, --seeds or --quick)")
+    if args.added_seeds and not whole and (measurements or args.seeds or args.quick):
+        raise ValueError("--added-seeds extends the whole study, or the text study alone "
+                         "(--only text): no other --only, no --seeds or --quick")
     if whole:
         p = study_plan(settings.cache_dir, settings.budget, settings.compile, train_added=args.added_seeds)
     else:
         p = plan(measurements, settings.seeds, settings.budget, settings.compile) if measurements else {}
-    text = _text_plan(texts, settings) if texts else {}
+    text = _text_plan(texts, settings, args.added_seeds) if texts else {}
     if args.list:
         for r in (unique_runs(p) if measurements else []) + (unique_runs(text) if texts else []):
             print(r.key, r.label)
@@ -190,15 +191,24 @@ def cmd_study(args) -> int:
     return 0
 
 
-def _text_plan(texts, settings) -> dict:
+def _text_plan(texts, settings, added: bool) -> dict:
     """The text measurements at the study's settings: the full budget, or the cap of
-    --steps/--quick; --seeds picks the seeds (the learning-rate check keeps those of 0–2)."""
-    from .study.text_plan import LR_SEEDS, text_plan
+    --steps/--quick; --seeds picks the seeds (the learning-rate check keeps those of 0–2).
+    With `added`, also the seeds 10–39 the stage-1 rule adds, once the first ten are in."""
+    from .study import STUDY_DIR
+    from .study.plan import merge_plans
+    from .study.results import TEXT_RESULTS, load_text_results
+    from .study.text_plan import LR_SEEDS, text_added_plan, text_plan
+    from .text_comparisons import decide_text, text_added_arms
     from .train import Budget
 
     steps = None if settings.budget == Budget() else settings.budget.steps
     lr_seeds = tuple(s for s in settings.seeds if s in LR_SEEDS) or settings.seeds[:1]
-    return text_plan(texts, settings.seeds, steps, lr_seeds)
+    first = text_plan(texts, settings.seeds, steps, lr_seeds)
+    if not added or not (settings.cache_dir / TEXT_RESULTS).exists():
+        return first
+    arms = text_added_arms(decide_text(load_text_results(settings.cache_dir or STUDY_DIR)))
+    return merge_plans(first, text_added_plan(arms, steps))
 
 
 def _run_text(text: dict, settings, args, options) -> None:

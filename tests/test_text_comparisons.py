@@ -1,0 +1,74 @@
+"""The text study's decisions on constructed losses whose answer is known: a control lower on
+every seed, one within a thousandth of the reference, one that needs the added seeds, and an
+endpoint a learned position table cannot have."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from llamanat_core.study.text_plan import text_added_plan
+from llamanat_core.text_comparisons import TEXT_MARGIN, decide_text, text_added_arms, text_arm
+
+SEEDS10 = range(10)
+
+
+def _rows(variant, seeds, loss, theta=10_000.0, longer=True):
+    rng = np.random.default_rng(abs(hash((variant, theta))) % 2**32)
+    out = []
+    for s, x in zip(seeds, loss):
+        out.append({"variant": variant, "seed": s, "rope_theta": theta, "lr_scale": 1.0,
+                    "loss_end": x, "loss_half": x + 0.1,
+                    "loss_2x": x + 0.2 if longer else np.nan, "loss_4x": x + 0.4 if longer else np.nan})
+    return out
+
+
+def _study(extra_seeds=False):
+    base = 1.76 + 0.01 * np.sin(np.arange(40))  # the reference's seeds differ by ~0.01
+    rows = _rows("llama", range(40 if extra_seeds else 10), base)
+    rows += _rows("gelu_mlp", SEEDS10, base[:10] + 0.08)  # worse on every seed
+    rows += _rows("mqa", SEEDS10, base[:10] + 0.001 * np.cos(np.arange(10)))  # within ±0.001
+    split = base + np.where(np.arange(40) % 5 == 0, 0.03, -0.02)  # lower on 4 seeds of 5
+    rows += _rows("layernorm", range(40 if extra_seeds else 10), split)
+    rows += _rows("abs_pos", SEEDS10, base[:10] + 0.03, longer=False)
+    rows += _rows("llama", SEEDS10, base[:10] - 0.02, theta=1_000_000.0)
+    return pd.DataFrame(rows)
+
+
+def _row(d, comparison, metric="loss_end"):
+    return d[(d.comparison == comparison) & (d.metric == metric)].iloc[0]
+
+
+def test_every_seed_worse_is_decided_on_ten_seeds():
+    d = decide_text(_study())
+    g = _row(d, "gelu_mlp")
+    assert g.verdict == "worse" and g.stopped == "decided on the first 10 seeds"
+    assert g.effect == pytest.approx(0.08, abs=1e-4) and g.ci_low > 0 and g.control_lower == 0
+    assert _row(d, "base 1,000,000").verdict == "better"  # the sweep is its own family
+
+
+def test_within_a_thousandth_is_equivalent_and_ties_are_not_wins():
+    m = _row(decide_text(_study()), "mqa")
+    assert m.verdict == "equivalent" and -TEXT_MARGIN < m.ci_low and m.ci_high < TEXT_MARGIN
+
+
+def test_a_split_comparison_waits_for_its_added_seeds_then_decides():
+    d = decide_text(_study())
+    ln = _row(d, "layernorm")
+    assert ln.verdict == "pending" and ln.stopped.startswith("undecided on the first 10 seeds")
+    arms = text_added_arms(d)
+    assert arms == [("layernorm", ()), ("llama", ())]
+    added = text_added_plan(arms)["text"]
+    assert len(added) == 60 and {r.seed for r in added} == set(range(10, 40))
+    done = _row(decide_text(_study(extra_seeds=True)), "layernorm")
+    assert done.n == 40 and done.verdict == "better" and done.stopped == "two stages: 40 seeds"
+
+
+def test_an_endpoint_a_learned_table_cannot_have_is_no_row():
+    d = decide_text(_study())
+    assert set(d[d.comparison == "abs_pos"].metric) == {"loss_end", "loss_half"}
+
+
+def test_a_control_label_names_its_arm():
+    assert text_arm("base 1,000,000") == ("llama", (("rope_theta", 1_000_000.0),))
+    assert text_arm("mqa") == ("mqa", ())
