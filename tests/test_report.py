@@ -390,3 +390,14 @@ def test_integer_text_separates_thousands_and_refuses_a_fraction():
         ["0", "192", "102,528", "6,738,415,616"]
     with pytest.raises(ValueError, match="2.5"):
         report.integer_text(2.5)
+
+
+def test_matrix_numbers_rows_and_columns_and_writes_infinity_and_minus_signs():
+    import torch
+
+    scores = torch.tensor([[2.0, float("-inf")], [-0.5, 1234.0]])
+    table = report.matrix(scores, rows="query", columns="key", digits=1)
+    assert table.index.name == "query" and table.columns.name == "key"
+    assert table.values.tolist() == [["2.0", "−∞"], ["−0.5", "1,234.0"]]
+    mask = report.matrix(torch.tensor([[True, False], [True, True]]), "query", "key")
+    assert mask.values.tolist() == [["1", "0"], ["1", "1"]] and list(mask.columns) == [0, 1]
