@@ -1,6 +1,6 @@
 """Every figure of the book: one look, the shared figure functions, deterministic PNGs.
 
-style.py      the palette, per-variant, per-task and per-verdict colours, the matplotlib style,
+style.py      the palette, per-variant (one each, kept apart by `colour_distance`), per-task and per-verdict colours, the matplotlib style,
               `use_book_style`, `show` and `png_bytes` (byte-identical PNGs), plain tick
               labels (`plain_ticks`: 0.01, 1, 1,000, never 10⁰)
 seeds.py      each seed's value per row (`seed_points`, `seed_curves`), the chance floor
@@ -59,6 +59,8 @@ from .style import (
     VARIANT_COLORS,
     VERDICT_COLORS,
     VERMILION,
+    VISIONS,
+    colour_distance,
     plain_number,
     plain_ticks,
     png_bytes,
@@ -76,4 +78,4 @@ __all__ = ["DPI", "FIGSIZE", "PALETTE", "NEUTRAL", "BLUE", "ORANGE", "SKY", "GRE
            "loss_curves_axes", "loss_figure", "HEAT_CMAP", "MAP_LABEL",
            "attention_heatmap",
            "attention_grid", "position_heatmap", "recall_attention_figure", "recall_by_pair_figure",
-           "addition_attention_figure", "VERDICT_COLORS"]
+           "addition_attention_figure", "VERDICT_COLORS", "VISIONS", "colour_distance"]
