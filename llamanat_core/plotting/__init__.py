@@ -60,7 +60,9 @@ from .style import (
     VERDICT_COLORS,
     VERMILION,
     VISIONS,
+    colliding_tick_labels,
     colour_distance,
+    keep_end_labels_inside,
     plain_number,
     plain_ticks,
     png_bytes,
@@ -78,4 +80,5 @@ __all__ = ["DPI", "FIGSIZE", "PALETTE", "NEUTRAL", "BLUE", "ORANGE", "SKY", "GRE
            "loss_curves_axes", "loss_figure", "HEAT_CMAP", "MAP_LABEL",
            "attention_heatmap",
            "attention_grid", "position_heatmap", "recall_attention_figure", "recall_by_pair_figure",
-           "addition_attention_figure", "VERDICT_COLORS", "VISIONS", "colour_distance"]
+           "addition_attention_figure", "VERDICT_COLORS", "VISIONS", "colour_distance",
+           "colliding_tick_labels", "keep_end_labels_inside"]

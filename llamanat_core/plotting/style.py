@@ -193,6 +193,25 @@ def plain_ticks(ax, axis: str = "y") -> None:
     a.set_minor_formatter(mticker.NullFormatter())
 
 
+def colliding_tick_labels(fig) -> list[tuple[str, str]]:
+    """Pairs of tick labels of `fig` that overlap once it is drawn, within one axis or
+    between panels (the last x label of one panel and the first of the next)."""
+    fig.canvas.draw()
+    boxes = [(t.get_text(), t.get_window_extent()) for ax in fig.axes if ax.axison
+             for t in ax.get_xticklabels() + ax.get_yticklabels() if t.get_visible() and t.get_text()]
+    return [(a, b) for i, (a, box_a) in enumerate(boxes) for b, box_b in boxes[i + 1:]
+            if box_a.overlaps(box_b)]
+
+
+def keep_end_labels_inside(ax) -> None:
+    """The first x tick label aligned on its left, the last on its right, so the ends of
+    panels set side by side ("4,800" and the next panel's "0") never meet."""
+    labels = ax.get_xticklabels()
+    if len(labels) > 1:
+        labels[0].set_horizontalalignment("left")
+        labels[-1].set_horizontalalignment("right")
+
+
 VERDICT_COLORS = {"better": GREEN, "worse": VERMILION, "equivalent": BLUE,
                   "both at chance": ORANGE, "undecided": NEUTRAL}
 """One colour per verdict of `comparisons.decide` (the decision figures add `not learned`)."""
