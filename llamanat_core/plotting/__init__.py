@@ -1,8 +1,9 @@
 """Every figure of the book: one look, the shared figure functions, deterministic PNGs.
 
-style.py      the palette, per-variant (one each, kept apart by `colour_distance`), per-task and per-verdict colours, the matplotlib style,
-              `use_book_style`, `show` and `png_bytes` (byte-identical PNGs), plain tick
-              labels (`plain_ticks`: 0.01, 1, 1,000, never 10⁰)
+style.py      the palette, one colour per variant (kept apart by `colour_distance`), per-task
+              and per-verdict colours, the matplotlib style, `use_book_style`, `show` and
+              `png_bytes` (byte-identical PNGs), plain tick labels (`plain_ticks`: 0.01, 1,
+              1,000, never 10⁰), `colliding_tick_labels`
 seeds.py      each seed's value per row (`seed_points`, `seed_curves`), the chance floor
               of an accuracy axis (`chance_line`, labelled in the margin: `margin_label`),
               accuracy per task × regime at a checkpoint (`accuracy_grid`), accuracy by

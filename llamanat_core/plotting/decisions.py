@@ -21,8 +21,15 @@ import pandas as pd
 
 from ..decision_tables import MEASUREMENT_TITLES, METRIC_TITLES, is_ratio, row_label
 from .seeds import chance_line, legend_outside, margin_label
-from .style import (CHANCE_COLOR, NEUTRAL, PALETTE, VERDICT_COLORS, keep_end_labels_inside, plain_number,
-                    use_book_style)
+from .style import (
+    CHANCE_COLOR,
+    NEUTRAL,
+    PALETTE,
+    VERDICT_COLORS,
+    keep_end_labels_inside,
+    plain_number,
+    use_book_style,
+)
 
 RATIO_TICKS = (0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50)
 FINE_RATIO_TICKS = (0.25, 0.4, 0.8, 1.25, 2.5, 4)
