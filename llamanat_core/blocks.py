@@ -125,7 +125,7 @@ class Attention(nn.Module):
         """
         cfg = self.cfg
         b, t, _ = x.shape
-        t_q = t if last is None else min(last, t)
+        t_q = query_count(t, last)
         q = self.q_proj(x[:, t - t_q:])  # queries only where an output is read
         q = q.view(b, t_q, cfg.n_heads, cfg.head_dim).transpose(1, 2)  # (B, H, Tq, D)
         k = self.k_proj(x).view(b, t, cfg.n_kv_heads, cfg.head_dim).transpose(1, 2)  # (B, Hkv, T, D)
@@ -134,27 +134,45 @@ class Attention(nn.Module):
             cos, sin = rope
             q = apply_rotary(q, cos[t - t_q:], sin[t - t_q:], cfg.rope_pairing)
             k = apply_rotary(k, cos, sin, cfg.rope_pairing)
-        if cache is not None:
-            k, v = cache.update(self.layer, k, v, start)  # (B, Hkv, start + T, D)
-            k, v = k.to(q.dtype), v.to(q.dtype)
+        k, v = self.with_cache(k, v, cache, start, q.dtype)  # (B, Hkv, Tk, D)
         k, v = repeat_kv(k, cfg.n_rep), repeat_kv(v, cfg.n_rep)  # (B, H, Tk, D)
-        t_k = k.shape[2]
-        weights = None
-        if return_weights:
-            weights = attention_probabilities(q, k, causal_mask(t_q, t_k))  # (B, H, Tq, Tk)
-            out = weights @ v  # manual_attention, keeping its weights
-        elif cfg.attention == "manual":
-            out = manual_attention(q, k, v, causal_mask(t_q, t_k))
-        elif cfg.attention == "elementwise":
-            out = elementwise_attention(q, k, v, causal_mask(t_q, t_k))
-        elif t_q == t_k:
-            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        elif t_q == 1:  # one new query sees every earlier key
-            out = F.scaled_dot_product_attention(q, k, v)
-        else:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=causal_mask(t_q, t_k))
+        out, weights = self.attend(q, k, v, return_weights)  # softmax(q kᵀ / √D) v: (B, H, Tq, D)
         out = out.transpose(1, 2).reshape(b, t_q, cfg.n_heads * cfg.head_dim)  # (B, Tq, H*D)
         return self.o_proj(out) if weights is None else (self.o_proj(out), weights)
+
+    def with_cache(self, k, v, cache, start: int, dtype: torch.dtype):
+        """Without a cache, k and v as they are. With one, this step's k and v are written
+        at positions start.. and every filled position comes back, in the queries' dtype
+        (a cache may be held in another): (B, Hkv, start + T, D)."""
+        if cache is None:
+            return k, v
+        k, v = cache.update(self.layer, k, v, start)
+        return k.to(dtype), v.to(dtype)
+
+    def attend(self, q, k, v, return_weights: bool = False):
+        """The causal weighted sum of values by `Config.attention`'s path, all computing
+        the same function: -> (out (B, H, Tq, D), weights (B, H, Tq, Tk) or None).
+
+        The weights exist only on the readable path, so asking for them takes it.
+        """
+        t_q, t_k = q.shape[2], k.shape[2]
+        if return_weights:
+            weights = attention_probabilities(q, k, causal_mask(t_q, t_k))  # (B, H, Tq, Tk)
+            return weights @ v, weights  # manual_attention, keeping its weights
+        if self.cfg.attention == "manual":
+            return manual_attention(q, k, v, causal_mask(t_q, t_k)), None
+        if self.cfg.attention == "elementwise":
+            return elementwise_attention(q, k, v, causal_mask(t_q, t_k)), None
+        if t_q == t_k:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True), None
+        if t_q == 1:  # one new query sees every earlier key
+            return F.scaled_dot_product_attention(q, k, v), None
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=causal_mask(t_q, t_k)), None
+
+
+def query_count(t: int, last: int | None) -> int:
+    """How many queries a layer computes over `t` positions: all, or the last `last`."""
+    return t if last is None else min(last, t)
 
 
 class SwiGLU(nn.Module):

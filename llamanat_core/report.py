@@ -123,6 +123,19 @@ def readable(table: pd.DataFrame, digits: int, index_digits: int | None = None) 
     return out
 
 
+def matrix(values, rows: str, columns: str, digits: int = 3) -> pd.DataFrame:
+    """A small 2-D tensor or array as a table a reader can print: rows and columns
+    numbered and named (`rows`="query", `columns`="key"), booleans as 1 and 0, numbers
+    as `readable` writes them (−∞ for a masked score)."""
+    a = np.asarray(values.detach() if hasattr(values, "detach") else values)
+    a = a.astype(int) if a.dtype == bool else a
+    table = pd.DataFrame(a, index=pd.Index(range(a.shape[0]), name=rows),
+                         columns=pd.Index(range(a.shape[1]), name=columns))
+    out = readable(table, digits).replace({"−inf": "−∞", "inf": "∞"})
+    out.index, out.columns = table.index, table.columns  # positions, not formatted numbers
+    return out
+
+
 def _label(index) -> str:
     return " / ".join(str(i) for i in index) if isinstance(index, tuple) else str(index)
 

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import ast
+import inspect
 import re
+import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,3 +58,22 @@ def test_chapters_define_no_logic():
     assert sizes, "the scan found no function at all: it is broken"
     assert {k: n for k, n in sizes.items() if n > MAX_CHAPTER_FUNCTION_BODY} == {}
     assert chapter_functions("def f(x):\n    a = 1\n\n    return a\nprint(1)") == [("f", 2)]
+
+
+def branches(source: str) -> int:
+    """if statements, conditional expressions, loops and try blocks in some source."""
+    kinds = (ast.If, ast.IfExp, ast.For, ast.While, ast.Try, ast.Match)
+    return sum(isinstance(node, kinds) for node in ast.walk(ast.parse(textwrap.dedent(source))))
+
+
+def test_the_attention_the_book_shows_reads_top_to_bottom():
+    """The chapters show `Attention.forward` whole: at most two branches (the rotary
+    tables and the returned weights); the cache and the three paths live in helpers."""
+    from llamanat_core.blocks import Attention
+
+    assert branches(inspect.getsource(Attention.forward)) <= 2
+    # the check can fail: a forward choosing its path inline, as the layer once did
+    inline = ("def forward(x):\n    if rope is not None:\n        pass\n    if cache is not None:\n"
+              "        pass\n    if return_weights:\n        pass\n    elif manual:\n        pass\n"
+              "    return out if weights is None else (out, weights)\n")
+    assert branches(inline) == 5

@@ -188,7 +188,7 @@ def test_seed_strip_joins_each_seed_faintly_and_the_medians_boldly():
     assert all(PLAIN.match(t.get_text()) for t in a.get_yticklabels() if t.get_text())
     assert b.get_ylim() == (-3, 103)
     # the sweep's long names are shortened, and the two names of a panel do not collide
-    assert [t.get_text() for t in c.get_xticklabels()] == ["base 10,000", "base 10"]
+    assert [t.get_text() for t in c.get_xticklabels()] == ["base\n10,000", "base\n10"]
     for ax in (a, b, c):
         left, right = (t.get_window_extent() for t in ax.get_xticklabels())
         assert left.x1 < right.x0, ax.get_title()
@@ -282,3 +282,39 @@ def test_branch_table_reads_the_resampling_record():
     table = dtab.branch_table(record)
     assert table.loc[("corrected", "decided at ten")].tolist() == ["40", "97.5%", "0.50%"]
     assert table.loc[("corrected", "equivalent at ten"), "coverage"] == "–"
+
+
+def test_the_results_figures_tick_labels_never_collide():
+    """At the results chapter's sizes: four strips side by side, one of them the sweep's
+    two long names, and a grid of seven columns of solve curves whose end labels ("4,800",
+    then the next panel's "0") sit close."""
+    import matplotlib.pyplot as plt
+
+    from llamanat_core.plotting import colliding_tick_labels, variant_color
+
+    speed = {"ref": [700, 1000, 4800], "ctl": [300, 500, 4000], "ylabel": "steps to solve (capped)",
+             "log": True, "cap": 4800}
+    accuracy = {"ref": [0.8, 0.7], "ctl": [0.9, 0.1], "ylabel": "accuracy (%)", "chance": 1 / 12}
+    arms = [("llama", "abs_pos", speed), ("llama", "gelu_mlp", accuracy),
+            ("rope_theta=10,000", "rope_theta=1,000,000", accuracy), ("llama", "mqa", speed)]
+    panels = [{"title": f"{c}, finite\n12 pairs: worse", "reference": r, "control": c} | kind
+              for r, c, kind in arms]
+    strips = dfig.seed_strip_figure(panels)
+    assert colliding_tick_labels(strips) == []
+    columns = ["layernorm", "postnorm", "abs_pos", "gelu_mlp", "mha", "mqa", "bias"]
+    cells = {(r, c): ([500, 1000, np.nan], [200, 300, 400])
+             for r in ("addition, finite", "recall, fresh") for c in columns}
+    curves = dfig.solve_curves_figure(cells, 4800, "reference: llama", {c: variant_color(c) for c in columns})
+    assert colliding_tick_labels(curves) == []
+    plt.close("all")
+
+
+def test_the_collision_check_sees_labels_that_overlap():
+    import matplotlib.pyplot as plt
+
+    from llamanat_core.plotting import colliding_tick_labels
+
+    fig, ax = plt.subplots(figsize=(2, 2))
+    ax.set_xticks([0, 0.02, 1], ["base 10,000", "base 1,000,000", "far"])
+    assert colliding_tick_labels(fig) == [("base 10,000", "base 1,000,000")]
+    plt.close(fig)

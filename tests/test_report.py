@@ -155,20 +155,44 @@ except nbformat.ValidationError:
 
 # ------------------------------------------------------------------ figures (llamanat_core.plotting)
 
-def test_rows_that_share_a_figure_have_distinct_colour_blind_safe_colours():
+MIN_COLOUR_DISTANCE = 15  # CIE76 ΔE; about 2 is just noticeable
+
+
+def colour_clashes(colours: dict[str, str]) -> list[str]:
+    """Pairs of variants whose colours are equal or closer than MIN_COLOUR_DISTANCE in
+    normal vision or any simulated deficiency."""
+    from itertools import combinations
+
     from llamanat_core import plotting
 
-    okabe_ito = set(plotting.PALETTE)
-    # The palette's two near pairs: blue / sky blue and orange / vermilion. Rows drawn
-    # together never take both colours of a pair (mha and llama used to be two blues).
-    near = [{plotting.BLUE, plotting.SKY}, {plotting.ORANGE, plotting.VERMILION}]
-    for group in plotting.FIGURE_GROUPS:
-        colours = [plotting.variant_color(v) for v in group]
-        assert len(set(colours)) == len(colours), f"{group} share a colour: {colours}"
-        assert set(colours) <= okabe_ito, f"{group}: colours outside the Okabe-Ito palette"
-        for pair in near:
-            assert not pair <= set(colours), f"{group} take the near neighbours {pair}"
-    assert plotting.variant_color("llama") != plotting.variant_color("mha")
+    return [f"{a}/{b} {vision}" for (a, ca), (b, cb) in combinations(colours.items(), 2)
+            for vision in plotting.VISIONS
+            if plotting.colour_distance(ca, cb, vision) < MIN_COLOUR_DISTANCE]
+
+
+def test_every_variant_has_its_own_colour_blind_safe_colour():
+    from llamanat_core import VARIANTS, plotting
+
+    assert set(plotting.VARIANT_COLORS) == set(VARIANTS)  # every variant has a colour
+    assert colour_clashes(plotting.VARIANT_COLORS) == []
+    assert plotting.NEUTRAL not in plotting.VARIANT_COLORS.values()  # grey is "unlisted"
+    # the check can fail: the earlier table gave layernorm and mha one orange, gelu_mlp
+    # and bias one green, and a red beside a green of the same lightness
+    earlier = dict(plotting.VARIANT_COLORS, mha=plotting.ORANGE, bias=plotting.GREEN)
+    assert {"layernorm/mha normal", "gelu_mlp/bias normal"} <= set(colour_clashes(earlier))
+    assert colour_clashes({"a": "#CC0000", "b": "#668800"}) == ["a/b deuteranopia"]
+
+
+def test_colour_distance_is_cielab_and_simulates_the_deficiencies():
+    from llamanat_core.plotting import colour_distance
+
+    assert colour_distance("#000000", "#FFFFFF") == pytest.approx(100, abs=1e-3)
+    assert colour_distance("#0072B2", "#0072B2", "tritanopia") == 0
+    # red and green of one lightness: far apart in normal vision, nearly one colour to a
+    # deuteranope, still apart to a tritanope (blue-yellow)
+    assert colour_distance("#CC0000", "#668800") > 90
+    assert colour_distance("#CC0000", "#668800", "deuteranopia") < 5
+    assert colour_distance("#CC0000", "#668800", "tritanopia") > 90
 
 
 def test_seed_points_draws_chance_and_joins_paired_seeds():
@@ -390,3 +414,14 @@ def test_integer_text_separates_thousands_and_refuses_a_fraction():
         ["0", "192", "102,528", "6,738,415,616"]
     with pytest.raises(ValueError, match="2.5"):
         report.integer_text(2.5)
+
+
+def test_matrix_numbers_rows_and_columns_and_writes_infinity_and_minus_signs():
+    import torch
+
+    scores = torch.tensor([[2.0, float("-inf")], [-0.5, 1234.0]])
+    table = report.matrix(scores, rows="query", columns="key", digits=1)
+    assert table.index.name == "query" and table.columns.name == "key"
+    assert table.values.tolist() == [["2.0", "−∞"], ["−0.5", "1,234.0"]]
+    mask = report.matrix(torch.tensor([[True, False], [True, True]]), "query", "key")
+    assert mask.values.tolist() == [["1", "0"], ["1", "1"]] and list(mask.columns) == [0, 1]

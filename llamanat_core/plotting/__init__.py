@@ -1,8 +1,9 @@
 """Every figure of the book: one look, the shared figure functions, deterministic PNGs.
 
-style.py      the palette, per-variant, per-task and per-verdict colours, the matplotlib style,
-              `use_book_style`, `show` and `png_bytes` (byte-identical PNGs), plain tick
-              labels (`plain_ticks`: 0.01, 1, 1,000, never 10⁰)
+style.py      the palette, one colour per variant (kept apart by `colour_distance`), per-task
+              and per-verdict colours, the matplotlib style, `use_book_style`, `show` and
+              `png_bytes` (byte-identical PNGs), plain tick labels (`plain_ticks`: 0.01, 1,
+              1,000, never 10⁰), `colliding_tick_labels`
 seeds.py      each seed's value per row (`seed_points`, `seed_curves`), the chance floor
               of an accuracy axis (`chance_line`, labelled in the margin: `margin_label`),
               accuracy per task × regime at a checkpoint (`accuracy_grid`), accuracy by
@@ -60,6 +61,10 @@ from .style import (
     VARIANT_COLORS,
     VERDICT_COLORS,
     VERMILION,
+    VISIONS,
+    colliding_tick_labels,
+    colour_distance,
+    keep_end_labels_inside,
     plain_number,
     plain_ticks,
     png_bytes,
@@ -78,4 +83,5 @@ __all__ = ["text_loss_figure",
            "loss_curves_axes", "loss_figure", "HEAT_CMAP", "MAP_LABEL",
            "attention_heatmap",
            "attention_grid", "position_heatmap", "recall_attention_figure", "recall_by_pair_figure",
-           "addition_attention_figure", "VERDICT_COLORS"]
+           "addition_attention_figure", "VERDICT_COLORS", "VISIONS", "colour_distance",
+           "colliding_tick_labels", "keep_end_labels_inside"]

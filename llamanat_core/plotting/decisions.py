@@ -21,7 +21,15 @@ import pandas as pd
 
 from ..decision_tables import MEASUREMENT_TITLES, METRIC_TITLES, is_ratio, row_label
 from .seeds import chance_line, legend_outside, margin_label
-from .style import CHANCE_COLOR, NEUTRAL, PALETTE, VERDICT_COLORS, plain_number, use_book_style
+from .style import (
+    CHANCE_COLOR,
+    NEUTRAL,
+    PALETTE,
+    VERDICT_COLORS,
+    keep_end_labels_inside,
+    plain_number,
+    use_book_style,
+)
 
 RATIO_TICKS = (0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50)
 FINE_RATIO_TICKS = (0.25, 0.4, 0.8, 1.25, 2.5, 4)
@@ -221,6 +229,8 @@ def solve_curves_figure(cells: dict, cap: float, reference: str = "reference", c
             if i == len(rows) - 1:
                 ax.set_xlabel("step", fontsize=8.5)
             ax.tick_params(labelsize=7.5)
+    for ax in axes[-1]:  # after every panel's ticks are set (shared axes rebuild them)
+        keep_end_labels_inside(ax)  # panels side by side: "4,800" never meets the next "0"
     handles = [Line2D([], [], label=reference, **REFERENCE_STYLE),
                Line2D([], [], color=NEUTRAL, lw=1.6, label="control (the column's, in its colour)")]
     fig.legend(handles=handles, loc="outside lower center", ncol=2, fontsize=8.5)
@@ -256,7 +266,9 @@ def seed_strip_figure(panels: list[dict], width: float = 10.0):
         ax.scatter(np.ones(len(ctl)), ctl, s=20, color=p.get("color", PALETTE[3]), alpha=0.7, lw=0, zorder=3)
         ax.plot([0, 1], [np.median(ref), np.median(ctl)], color="black", lw=2.4, marker="D", ms=6, zorder=4)
         ax.set_xticks([0, 1])
-        ax.set_xticklabels([arm_name(p["reference"]), arm_name(p["control"])], fontsize=8.5)
+        # a name of two words on two lines: "base 10,000" beside "base 1,000,000" fits a panel
+        ax.set_xticklabels([arm_name(p[k]).replace(" ", "\n", 1) for k in ("reference", "control")],
+                           fontsize=8.5)
         ax.set_xlim(-0.4, 1.4)
         ax.set_title(p["title"], fontsize=9)
         ax.set_ylabel(p["ylabel"], fontsize=8.5)

@@ -7,9 +7,10 @@ dpi, a fixed SVG hash salt, and no "Software"/date metadata in the file, so an
 executed notebook does not change when it is executed again.
 
 Colours are fixed per variant (``VARIANT_COLORS``) and per task (``TASK_COLORS``), so
-``llama`` is the same colour in every chapter. They come from the Okabe-Ito palette,
-which stays distinguishable under the common colour-vision deficiencies; rows that share
-a figure get colours far apart (never two blues side by side).
+``llama`` is the same colour in every chapter, and no two variants share one. They come
+from the Okabe-Ito palette and, for the three variants it cannot cover, Paul Tol's darker
+colours; every two variant colours stay apart in normal vision and under the three
+simulated colour-vision deficiencies (`colour_distance`).
 """
 from __future__ import annotations
 
@@ -32,20 +33,22 @@ NEUTRAL = "#7f7f7f"
 
 BLUE, ORANGE, SKY, GREEN, VERMILION, PURPLE, BLACK = (
     "#0072B2", "#E69F00", "#56B4E9", "#009E73", "#D55E00", "#CC79A7", "#000000")
+# Okabe-Ito has eight colours, one of them a yellow too pale for a line on white, and its
+# sky blue sits next to llama's blue: three more, dark enough for lines, from Paul Tol's.
+WINE, INDIGO, BROWN = "#882255", "#332288", "#661100"
 
-# The rows a chapter draws together get colours far apart: norm (llama, layernorm,
-# postnorm), RoPE (llama, abs_pos), SwiGLU (llama, gelu_mlp), GQA (llama, mha, mqa),
-# the answer alphabet (llama, untied). Across chapters a variant keeps its colour.
+# One colour per variant across the book, each far from every other (tested, also as
+# readers with the common colour-vision deficiencies see them).
 VARIANT_COLORS = {
     "llama": BLUE,
     "layernorm": ORANGE,
     "postnorm": PURPLE,
     "abs_pos": VERMILION,
     "gelu_mlp": GREEN,
-    "mha": ORANGE,
+    "mha": WINE,
     "mqa": BLACK,
-    "untied": VERMILION,
-    "bias": GREEN,
+    "untied": INDIGO,
+    "bias": BROWN,
 }
 # Groups of variants that share a figure (tested: no two of a group share a colour).
 FIGURE_GROUPS = (("llama", "layernorm", "postnorm"), ("llama", "abs_pos"), ("llama", "gelu_mlp"),
@@ -106,6 +109,35 @@ def use_book_style() -> None:
         set_matplotlib_formats("png", **PRINT_KWARGS)
 
 
+# Machado, Oliveira and Fernandes (2009), severity 1: linear RGB as a dichromat sees it.
+VISIONS = {
+    "normal": ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0)),
+    "protanopia": ((0.152286, 1.052583, -0.204868), (0.114503, 0.786281, 0.099216),
+                   (-0.003882, -0.048116, 1.051998)),
+    "deuteranopia": ((0.367322, 0.860646, -0.227968), (0.280085, 0.672501, 0.047413),
+                     (-0.011820, 0.042940, 0.968881)),
+    "tritanopia": ((1.255528, -0.076749, -0.178779), (-0.078411, 0.930809, 0.147602),
+                   (0.004733, 0.691367, 0.303900)),
+}
+
+
+def _lab(colour: str, vision: str) -> np.ndarray:
+    """CIELAB (D65) of a hex colour as seen with `vision`."""
+    srgb = np.array([int(colour[i:i + 2], 16) for i in (1, 3, 5)]) / 255
+    linear = np.where(srgb <= 0.04045, srgb / 12.92, ((srgb + 0.055) / 1.055) ** 2.4)
+    linear = np.clip(np.array(VISIONS[vision]) @ linear, 0, 1)
+    xyz = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722],
+                    [0.0193, 0.1192, 0.9505]]) @ linear / np.array([0.95047, 1.0, 1.08883])
+    f = np.where(xyz > (6 / 29) ** 3, np.cbrt(xyz), xyz / (3 * (6 / 29) ** 2) + 4 / 29)
+    return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
+
+
+def colour_distance(a: str, b: str, vision: str = "normal") -> float:
+    """How far apart two colours look (CIE76 ΔE: about 2 is just noticeable, 100 is black
+    to white), in normal vision or a simulated deficiency of `VISIONS`."""
+    return float(np.linalg.norm(_lab(a, vision) - _lab(b, vision)))
+
+
 def variant_color(name: str) -> str:
     """The book's colour for a variant (a neutral grey for anything unlisted)."""
     return VARIANT_COLORS.get(name, NEUTRAL)
@@ -159,6 +191,25 @@ def plain_ticks(ax, axis: str = "y") -> None:
         a.set_minor_locator(mticker.LogLocator(base=10, subs=np.arange(2, 10)))
     a.set_major_formatter(mticker.FuncFormatter(lambda v, _: plain_number(v)))
     a.set_minor_formatter(mticker.NullFormatter())
+
+
+def colliding_tick_labels(fig) -> list[tuple[str, str]]:
+    """Pairs of tick labels of `fig` that overlap once it is drawn, within one axis or
+    between panels (the last x label of one panel and the first of the next)."""
+    fig.canvas.draw()
+    boxes = [(t.get_text(), t.get_window_extent()) for ax in fig.axes if ax.axison
+             for t in ax.get_xticklabels() + ax.get_yticklabels() if t.get_visible() and t.get_text()]
+    return [(a, b) for i, (a, box_a) in enumerate(boxes) for b, box_b in boxes[i + 1:]
+            if box_a.overlaps(box_b)]
+
+
+def keep_end_labels_inside(ax) -> None:
+    """The first x tick label aligned on its left, the last on its right, so the ends of
+    panels set side by side ("4,800" and the next panel's "0") never meet."""
+    labels = ax.get_xticklabels()
+    if len(labels) > 1:
+        labels[0].set_horizontalalignment("left")
+        labels[-1].set_horizontalalignment("right")
 
 
 VERDICT_COLORS = {"better": GREEN, "worse": VERMILION, "equivalent": BLUE,

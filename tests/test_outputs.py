@@ -1,0 +1,163 @@
+"""What a chapter prints reads like the book, not like a Python session: no reprs
+(`np.float64(0.19)`, `dtype: float64`, a raw dict, a tensor's repr), a true minus sign
+(−0.38, never -0.38) and thousands separators (102,528) in every printed output, table
+and stream, not only in the glued prose.
+
+The scans read the executed chapters in artifacts/, and bound the width of their tables.
+Chapters another change is still rewriting are listed in NOT_YET (TOO_WIDE_YET) and
+expected to fail, strictly: one that comes clean must leave the set.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = sorted((ROOT / "artifacts").glob("*.ipynb"))
+
+NOT_YET = {"methods", "results"}
+"""Executed before their rewrite; they print reprs until they are executed again."""
+TOO_WIDE_YET = {"results"}
+"""Its verdict tables are being rewritten; until then they are wider than the page."""
+
+REPRS = {
+    "a numpy scalar's repr": re.compile(r"\bnp\.(?:float|int|uint|bool|str)\w*\("),
+    "a pandas Series footer": re.compile(r"(?:^|\n)(?:Name: .*, )?dtype: \w+"),
+    "a tensor or array repr": re.compile(r"\b(?:tensor|array)\(|, dtype=\w"),
+    "a raw dict": re.compile(r"\{\s*(?:'[^']*'|\"[^\"]*\"|-?\d[\d.]*)\s*:"),
+    "an object's default repr": re.compile(r"<[\w.]+ object at 0x"),
+    "float noise": re.compile(r"\d\.\d{9,}"),
+}
+HYPHEN_NUMBER = re.compile(r"(?<![\w.\-])-\d")        # "-0.38", "[-4.0", "(-1": a hyphen as minus
+RAW_INTEGER = re.compile(r"(?<![\w.,#^/−-])\d{4,}(?![\w.,])")  # "102528": no thousands separator
+
+
+def printed_texts(nb: dict):
+    """(cell index, text) for everything a reader sees a cell print: streams, the text of
+    a displayed value (its HTML with the tags removed, when it has one) and errors.
+    Figures and the glue's records are left out (glued prose is checked elsewhere)."""
+    for i, cell in enumerate(nb["cells"]):
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "stream":
+                yield i, "".join(out["text"])
+                continue
+            data = out.get("data", {})
+            if "scrapbook" in out.get("metadata", {}) or "image/png" in data:
+                continue
+            if "text/html" in data:
+                html = "".join(data["text/html"])
+                html = re.sub(r"<style.*?</style>", " ", html, flags=re.S)
+                yield i, re.sub(r"<[^>]+>", " ", html)
+            elif "text/plain" in data:
+                yield i, "".join(data["text/plain"])
+
+
+def output_problems(nb: dict) -> list[str]:
+    """What a chapter prints the wrong way, one sentence per finding."""
+    problems = []
+    for i, text in printed_texts(nb):
+        for what, pattern in REPRS.items():
+            problems += [f"cell {i}: {what}: {m.group().strip()!r}" for m in pattern.finditer(text)]
+        problems += [f"cell {i}: hyphen for minus: {m.group()!r}" for m in HYPHEN_NUMBER.finditer(text)]
+        problems += [f"cell {i}: no thousands separator: {m.group()!r}" for m in RAW_INTEGER.finditer(text)]
+    return problems
+
+
+def _param(path: Path, not_yet: set[str] = NOT_YET):
+    later = pytest.mark.xfail(strict=True, reason="executed before its rewrite")
+    return pytest.param(path, marks=[later] if path.stem in not_yet else [], id=path.stem)
+
+
+@pytest.mark.parametrize("path", [_param(p) for p in ARTIFACTS])
+def test_chapters_print_what_a_reader_would(path):
+    problems = output_problems(json.loads(path.read_text()))
+    assert not problems, f"{path.stem}: " + "; ".join(problems[:12])
+
+
+def _nb(*outputs) -> dict:
+    return {"cells": [{"cell_type": "code", "outputs": list(outputs)}]}
+
+
+def _stream(text: str) -> dict:
+    return {"output_type": "stream", "name": "stdout", "text": text}
+
+
+def _shown(plain: str, html: str | None = None) -> dict:
+    data = {"text/plain": plain} | ({"text/html": html} if html else {})
+    return {"output_type": "execute_result", "data": data, "metadata": {}}
+
+
+@pytest.mark.parametrize("text, finding", [
+    ("(np.float64(0.1875), 0.375)", "a numpy scalar's repr"),
+    ("a    1\nb    2\nName: seeds_needed, dtype: float64", "a pandas Series footer"),
+    ("layernorm    +320\nmqa    −4,096\ndtype: str", "a pandas Series footer"),
+    ("tensor([[1, 0],\n        [1, 1]], dtype=torch.int32)", "a tensor or array repr"),
+    ("{'abs_pos': 3,072, 'mha': 8,192}", "a raw dict"),
+    ("{10.0: 102,528}", "a raw dict"),
+    ("0.011384358380189741", "float noise"),
+    ("mqa    -4,096", "hyphen for minus"),
+    ("[-4.0, 3.0] 5.0", "hyphen for minus"),
+    ("13824", "no thousands separator"),
+])
+def test_the_scan_finds_each_kind_of_mistake(text, finding):
+    problems = output_problems(_nb(_stream(text)))
+    assert any(finding in p for p in problems), problems
+
+
+def test_the_scan_passes_what_the_book_prints_and_reads_tables_as_html():
+    fine = ("102,528 parameters; embedding 61 × 64 = 3,904\n−0.38 and +1,280 (4-pair items, 1e-05,"
+            " 2^19, layers (0-1), 10⁻⁶, #0072B2)\n[0.4, 0.8] of 2,048\n")
+    table = _shown("x    -1\ndtype: int64", "<style>.a{margin:-1px}</style><table><td>−1</td></table>")
+    image = {"output_type": "display_data", "data": {"image/png": "...", "text/plain":
+                                                     "<IPython.core.display.Image object>"}}
+    assert output_problems(_nb(_stream(fine), table, image)) == []
+    assert output_problems(_nb(_shown("-1"))) == ["cell 0: hyphen for minus: '-1'"]
+
+
+# ---------------------------------------------------------------- tables that fit the page
+
+MAX_TABLE_WIDTH = 85
+"""Characters across the text column at the tables' type size (book.css: 0.8rem), padding
+counted as two characters a column; headers and text cells wrap at their spaces there."""
+
+
+def table_width(html: str) -> int:
+    """The narrowest a pandas HTML table can be drawn, in characters: per column its
+    longest word (nothing narrower fits), plus two for the padding."""
+    import html as entities
+
+    widest: dict[int, int] = {}
+    for row in re.findall(r"<tr.*?>(.*?)</tr>", html, re.S):
+        column = 0
+        for attrs, text in re.findall(r"<t[hd]([^>]*)>(.*?)</t[hd]>", row, re.S):
+            span = re.search(r'colspan="(\d+)"', attrs)
+            words = entities.unescape(re.sub(r"<[^>]+>", " ", text)).split()
+            if span is None:  # a spanning header sits over columns that set the width
+                widest[column] = max(widest.get(column, 0), max(map(len, words), default=0))
+            column += int(span.group(1)) if span else 1
+    return sum(w + 2 for w in widest.values())
+
+
+def wide_tables(nb: dict) -> list[str]:
+    return [f"cell {i}: {table_width(text)} characters" for i, cell in enumerate(nb["cells"])
+            for out in cell.get("outputs", []) if "<table" in (text := "".join(out.get("data", {})
+                                                                               .get("text/html", "")))
+            if table_width(text) > MAX_TABLE_WIDTH]
+
+
+@pytest.mark.parametrize("path", [_param(p, TOO_WIDE_YET) for p in ARTIFACTS])
+def test_chapter_tables_fit_the_text_column(path):
+    assert wide_tables(json.loads(path.read_text())) == []
+
+
+def test_table_width_is_the_longest_word_of_each_column():
+    html = ("<table><tr><th></th><th colspan='2'>a very long spanning header</th></tr>"
+            "<tr><th>model</th><th>bytes per position</th><th>size</th></tr>"
+            "<tr><th>tiny GQA (reference)</th><td>1,073,741,824</td><td>1 GiB</td></tr></table>")
+    assert table_width(html) == len("(reference)") + len("1,073,741,824") + len("size") + 3 * 2
+    wide = "<table><tr>" + "<td>123456789</td>" * 9 + "</tr></table>"
+    assert table_width(wide) == 99 > MAX_TABLE_WIDTH  # nine columns of big numbers do not fit
+    assert wide_tables(_nb(_shown("", wide))) == ["cell 0: 99 characters"]
