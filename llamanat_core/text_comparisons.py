@@ -143,3 +143,24 @@ def decide_text(results: pd.DataFrame) -> pd.DataFrame:
                          "level": d.level, "verdict": verdict})
     out = pd.concat([df.drop(columns="level"), pd.DataFrame(finished, index=df.index)], axis=1)
     return out[TEXT_DECISION_COLUMNS]
+
+
+def learning_rate_table(results: pd.DataFrame, seeds=(0, 1, 2)) -> pd.DataFrame:
+    """The learning-rate check: each arm's mean held-out loss over `seeds` at every rate
+    scale, its best scale, and the difference from the reference (control − reference)
+    at the common rate and with each arm at its own best rate. `same_sign` says whether
+    tuning the rate per arm keeps the direction of the difference."""
+    rows = results[results.seed.isin(list(seeds))]
+    means = rows.pivot_table(index=["variant", "rope_theta"], columns="lr_scale", values="loss_end")
+    ref = means.loc[("llama", REFERENCE_THETA)]
+    out = []
+    for (variant, theta), m in means.iterrows():
+        if (variant, theta) == ("llama", REFERENCE_THETA):
+            continue
+        label = variant if variant != "llama" else f"base {theta:,.0f}"
+        at_one, at_best = m[1.0] - ref[1.0], m.min() - ref.min()
+        out.append({"comparison": label, **{f"loss ×{k:g}": v for k, v in m.items()},
+                    "best rate": float(m.idxmin()), "reference best rate": float(ref.idxmin()),
+                    "difference at ×1": at_one, "difference at best rates": at_best,
+                    "same_sign": bool(np.sign(at_one) == np.sign(at_best))})
+    return pd.DataFrame(out).set_index("comparison")

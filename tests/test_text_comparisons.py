@@ -14,7 +14,6 @@ SEEDS10 = range(10)
 
 
 def _rows(variant, seeds, loss, theta=10_000.0, longer=True):
-    rng = np.random.default_rng(abs(hash((variant, theta))) % 2**32)
     out = []
     for s, x in zip(seeds, loss):
         out.append({"variant": variant, "seed": s, "rope_theta": theta, "lr_scale": 1.0,
@@ -72,3 +71,18 @@ def test_an_endpoint_a_learned_table_cannot_have_is_no_row():
 def test_a_control_label_names_its_arm():
     assert text_arm("base 1,000,000") == ("llama", (("rope_theta", 1_000_000.0),))
     assert text_arm("mqa") == ("mqa", ())
+
+
+def test_the_learning_rate_table_finds_each_arms_best_rate():
+    from llamanat_core.text_comparisons import learning_rate_table
+
+    rows = []
+    for scale, ref, ctl in ((0.5, 1.80, 1.85), (1.0, 1.76, 1.78), (2.0, 1.74, 1.70)):
+        for s in range(3):
+            rows += [{"variant": v, "rope_theta": 10_000.0, "seed": s, "lr_scale": scale, "loss_end": x}
+                     for v, x in (("llama", ref), ("mqa", ctl))]
+    t = learning_rate_table(pd.DataFrame(rows)).loc["mqa"]
+    assert t["best rate"] == 2.0 and t["reference best rate"] == 2.0
+    assert t["difference at ×1"] == pytest.approx(0.02)
+    assert t["difference at best rates"] == pytest.approx(-0.04)
+    assert not t.same_sign  # worse at the common rate, better once each arm has its own
