@@ -28,6 +28,9 @@ does); the ratios to the floor are the numbers to compare across machines.
                 wrapper (the C++ wrapper calls the same kernels but hides them from the
                 profiler); what is left over is everything else: norms, softmax, RoPE,
                 SiLU, their backward, clipping, AdamW and the call itself
+Then the text task's step (64 windows of 48 characters, loss on every position): the plain
+step `text_train.TextStep` that every text run takes, against transformers on the same
+weights and windows, and against its FLOP floor (the head now at every position).
 Then scoring 200 addition items: batched generation with a KV cache (`train.score`)
 against one-at-a-time generation recomputing the whole prefix each token.
 """
@@ -46,6 +49,8 @@ from llamanat_core.config import variant_config
 from llamanat_core.fast import FastStep, compile_default, train_step, train_step_copy
 from llamanat_core.hf import to_transformers
 from llamanat_core.model import TinyLlama
+from llamanat_core.text import VOCAB_SIZE, gather, load_corpus, training_windows
+from llamanat_core.text_train import TextBudget, TextStep
 from llamanat_core.train import TaskSpec, batch_order, score
 from llamanat_core.util import torch_threads
 
@@ -299,6 +304,30 @@ def print_table(rows) -> None:
           "alternating order: a difference this small needs more repeats than the table\n")
 
 
+def text_batches(budget: TextBudget, steps: int = 60) -> list:
+    """The first `steps` batches of seed 0's training windows, (B, context + 1) each."""
+    train = load_corpus().train
+    starts = training_windows(train, budget.context, budget.batch_size, steps, 0)
+    return [gather(train, s, budget.context + 1) for s in starts]
+
+
+def print_text_step() -> None:
+    """The text step: ours (the plain loop every text run takes), transformers, the floor."""
+    budget = TextBudget()
+    cfg = variant_config("llama", vocab_size=VOCAB_SIZE)
+    batches = text_batches(budget)
+    t = budget.context
+    ours = TextStep(TinyLlama(cfg, 0).train(), budget)
+    hf = hf_step(hf_model(TinyLlama(cfg, 0)), t)  # the loss on all t positions
+    ms = side_by_side({"ours": ours, "hf": hf, "matmul": large_matmul()}, batches)
+    gflops = 2 * MATMUL_N ** 3 / ms["matmul"] / 1e6
+    floor = step_flops(cfg, t, t, batch=budget.batch_size) / gflops / 1e6
+    print(f"text step ({budget.batch_size} windows of {t} characters, loss on every position): "
+          f"ours {ms['ours']:.1f} ms ({ms['ours'] / floor:.2f}x its floor of {floor:.2f} ms), "
+          f"transformers {ms['hf']:.1f} ms ({ms['hf'] / ms['ours']:.2f}x ours); "
+          f"{budget.steps:,} steps ≈ {budget.steps * ms['ours'] / 1e3:.0f} s of CPU before evaluation\n")
+
+
 def print_scoring(cfg) -> None:
     """Scoring 200 addition items: batched with the KV cache against one at a time without."""
     task = TaskSpec("addition").make(0)
@@ -340,6 +369,7 @@ def main() -> None:
         rows.append(row)
     print_table(rows)
     print_parts(profiles)
+    print_text_step()
     print_scoring(cfg)
 
 

@@ -130,22 +130,36 @@ def test_losses(model: TinyLlama, corpus: Corpus, budget: TextBudget) -> dict:
     return out
 
 
+class TextStep:
+    """One training step on text, as a textbook writes it: the scheduled rate, forward,
+    backward, clip, AdamW. Called once per step, in order (it counts the steps)."""
+
+    def __init__(self, model: TinyLlama, budget: TextBudget):
+        self.model, self.budget, self.step = model, budget, 0
+        self.opt = adamw(model.parameters(), budget.lr)
+
+    def __call__(self, ids: torch.Tensor) -> torch.Tensor:
+        self.step += 1
+        for group in self.opt.param_groups:
+            group["lr"] = self.budget.lr_at(self.step)
+        self.opt.zero_grad(set_to_none=True)
+        loss = lm_loss(self.model, ids)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.budget.clip)
+        self.opt.step()
+        return loss.detach()
+
+
 def train_text(model: TinyLlama, seed: int, budget: TextBudget, corpus: Corpus, steps: int | None = None):
     """The plain training loop: yield (step, loss) after each of the first `steps` steps
     (all of the budget by default). The schedule and the windows are the budget's, so a
     short replay is exactly the start of the full run."""
-    opt = adamw(model.parameters(), budget.lr)
     starts = training_windows(corpus.train, budget.context, budget.batch_size, budget.steps, seed)
     model.train()
-    for step in range(1, (steps or budget.steps) + 1):
-        for group in opt.param_groups:
-            group["lr"] = budget.lr_at(step)
-        opt.zero_grad(set_to_none=True)
-        loss = lm_loss(model, gather(corpus.train, starts[step - 1], budget.context + 1))
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), budget.clip)
-        opt.step()
-        yield step, loss.item()
+    step = TextStep(model, budget)
+    for i in range(1, (steps or budget.steps) + 1):
+        loss = step(gather(corpus.train, starts[i - 1], budget.context + 1))  # (B, context + 1)
+        yield i, loss.item()
 
 
 def fit_text(cfg: Config, seed: int, budget: TextBudget = TextBudget(), corpus: Corpus | None = None,
