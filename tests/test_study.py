@@ -471,7 +471,27 @@ def test_committed_study_is_complete():
     assert len(study.load_curves()) == sum(len(e["dense"]) for e in
                                            (study.load_entry(study.STUDY_DIR, r) for r in runs))
     names = {p.name for p in study.WEIGHTS_DIR.glob("*.safetensors")}
-    assert names == {study.weights_path(r).name for r in runs if r.keeps_weights}
+    text = _cached_text_runs()
+    assert names == {study.weights_path(r).name for r in runs + text if r.keeps_weights}
+
+
+def _cached_text_runs():
+    """The text runs in the committed cache: the first ten seeds and any added ones."""
+    from llamanat_core.study.plan import merge_plans
+    from llamanat_core.study.text_plan import text_added_plan, text_arms
+
+    candidates = unique_runs(merge_plans(study.text_plan(), text_added_plan(text_arms())))
+    return [r for r in candidates if study.load_entry(study.STUDY_DIR, r) is not None]
+
+
+def test_committed_text_study_matches_its_summary():
+    """The text summaries hold exactly the cached text runs, and every run file in the cache
+    belongs to the puzzles' plan or the text plan (none left over from another plan)."""
+    text = _cached_text_runs()
+    assert {r.key for r in text} == set(study.load_text_results().run)
+    assert set(study.load_text_curves().run) == {r.key for r in text}
+    planned = {r.key for r in unique_runs(study.study_plan())} | {r.key for r in text}
+    assert {p.stem for p in (study.STUDY_DIR / "runs").glob("*.json")} == planned
 
 
 @pytest.mark.pool
