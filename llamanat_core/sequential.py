@@ -1,5 +1,11 @@
 """Seeds added where they can decide: a two-stage design, fixed before the added runs.
 
+This module is the analysis as registered (sign flips on the sum); the book decides with
+the corrected construction in `llamanat_core.paired`, which reuses the design's stage-1
+rule and its combination (`combine`). Resampling the study's own rows showed these
+intervals covering too little after an early stop (`benchmarks/sequential_design.py
+--resample`).
+
 Every comparison is a set of paired per-seed differences (control − reference, on one
 endpoint, in integer units so the tests below are exact). Stage 1 is the study's first ten
 seeds. A comparison that is not at chance and not decided on them gets thirty more seeds
