@@ -241,11 +241,10 @@ def test_row_differences_are_each_rows_own_pairs(committed_results, decided):
     (none at chance on its first ten seeds), integer differences of every seed both rows
     have, and as many of them as a continued row uses."""
     rows = comparisons.row_differences(committed_results)
-    keys = {(r["measurement"], r["comparison"], r["task"], r["regime"], r["metric"]) for r in rows}
+    key = ["measurement", "comparison", "task", "regime", "metric"]
+    by_key = {tuple(r[k] for k in key): r for r in rows}
     tested = decided[decided.primary.astype(bool) & ~decided.verdict.isin(["both at chance", "not learned"])]
-    assert keys == set(tested[["measurement", "comparison", "task", "regime", "metric"]].itertuples(index=False,
-                                                                                                   name=None))
-    by_key = {(r["measurement"], r["comparison"], r["task"], r["regime"], r["metric"]): r for r in rows}
+    assert set(by_key) == set(tested[key].itertuples(index=False, name=None))
     for t in tested[tested.n == 40].itertuples():
         d = by_key[(t.measurement, t.comparison, t.task, t.regime, t.metric)]["differences"]
         assert d.dtype.kind == "i" and len(d) == 40
