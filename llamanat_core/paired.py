@@ -89,21 +89,10 @@ def interval(first, added, level: float) -> tuple[float, float]:
 
     below_all = tails(first, added, values[0] - 1.0)[0] > level / 2
     above_all = tails(first, added, values[-1] + 1.0)[1] > level / 2
-    lo = -math.inf if below_all else values[_first_index(up, len(values))]
-    hi = math.inf if above_all else values[_first_index(lambda i: not down(i), len(values)) - 1]
+    n = len(values)  # bisection over the sorted values; index -1 stands below them all
+    lo = -math.inf if below_all else values[sequential.first_true(up, -1, n)]
+    hi = math.inf if above_all else values[sequential.first_true(lambda i: not down(i), -1, n) - 1]
     return float(lo), float(hi)
-
-
-def _first_index(f, n: int) -> int:
-    """Smallest i in [0, n) with f(i), f monotone false→true (n if none)."""
-    a, b = -1, n
-    while b - a > 1:
-        m = (a + b) // 2
-        if f(m):
-            b = m
-        else:
-            a = m
-    return b
 
 
 def p_value(first, added=None, stopped_early: bool = False) -> float:

@@ -1,5 +1,11 @@
 """Seeds added where they can decide: a two-stage design, fixed before the added runs.
 
+This module is the analysis as registered (sign flips on the sum); the book decides with
+the corrected construction in `llamanat_core.paired`, which reuses the design's stage-1
+rule and its combination (`combine`). Resampling the study's own rows showed these
+intervals covering too little after an early stop (`benchmarks/sequential_design.py
+--resample`).
+
 Every comparison is a set of paired per-seed differences (control − reference, on one
 endpoint, in integer units so the tests below are exact). Stage 1 is the study's first ten
 seeds. A comparison that is not at chance and not decided on them gets thirty more seeds
@@ -171,7 +177,7 @@ def invert(tails, level: float, bounds: tuple[int, int], grid: int) -> tuple[flo
     def down(k):
         return tails(k)[1] > level / 2
 
-    lo = lo_b if up(lo_b) else _first_true(up, lo_b, hi_b)
+    lo = lo_b if up(lo_b) else first_true(up, lo_b, hi_b)
     hi = hi_b if down(hi_b) else _last_true(down, lo_b, hi_b)
     return lo / grid, hi / grid
 
@@ -191,13 +197,13 @@ def estimate(first, added, bounds: tuple[int, int], interval_: tuple[float, floa
         up, down = tails(k)
         return up >= down
 
-    k1 = lo_b if balanced(lo_b) else _first_true(balanced, lo_b, hi_b)
+    k1 = lo_b if balanced(lo_b) else first_true(balanced, lo_b, hi_b)
     up, down = tails(k1)
     centre = k1 / grid if up == down else (k1 - 0.5) / grid
     return float(min(max(centre, interval_[0]), interval_[1]))
 
 
-def _first_true(f, a: int, b: int) -> int:
+def first_true(f, a: int, b: int) -> int:
     """Smallest k in (a, b] with f(k), for f false at a and monotone false→true (b if none)."""
     while b - a > 1:
         m = (a + b) // 2
@@ -210,7 +216,7 @@ def _first_true(f, a: int, b: int) -> int:
 
 def _last_true(f, a: int, b: int) -> int:
     """Largest k in [a, b) with f(k), for f true→false and false at b (a if none)."""
-    return _first_true(lambda k: not f(k), a, b) - 1
+    return first_true(lambda k: not f(k), a, b) - 1
 
 
 def continues(first, *, both_at_chance: bool, margin: tuple[int, int]) -> tuple[bool, str]:

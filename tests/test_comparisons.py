@@ -234,3 +234,17 @@ def test_decision_row_and_interval_agreement(decided):
         lying = row.copy()
         lying["verdict"] = wrong
         assert not comparisons.interval_agrees(lying)
+
+
+def test_row_differences_are_each_rows_own_pairs(committed_results, decided):
+    """What the resampling validation draws from: one entry per primary row that is tested
+    (none at chance on its first ten seeds), integer differences of every seed both rows
+    have, and as many of them as a continued row uses."""
+    rows = comparisons.row_differences(committed_results)
+    key = ["measurement", "comparison", "task", "regime", "metric"]
+    by_key = {tuple(r[k] for k in key): r for r in rows}
+    tested = decided[decided.primary.astype(bool) & ~decided.verdict.isin(["both at chance", "not learned"])]
+    assert set(by_key) == set(tested[key].itertuples(index=False, name=None))
+    for t in tested[tested.n == 40].itertuples():
+        d = by_key[(t.measurement, t.comparison, t.task, t.regime, t.metric)]["differences"]
+        assert d.dtype.kind == "i" and len(d) == 40

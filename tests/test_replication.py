@@ -88,12 +88,14 @@ def test_the_committed_study_replicates_what_the_chapter_says(committed_results,
     table = replication.replication_table(committed_results, committed_decisions)
     assert list(table.index) == [f"({f.key})" for f in replication.FINDINGS]
     got = dict(zip(table.index, table["replicates?"]))
-    assert got == {"(a)": "yes", "(b)": "in one regime", "(c)": "yes",
+    # (c) and (e copy): the GELU MLP's finite recall speed is rarely solved (it never
+    # solves) and the ten-seed decisions at 1,200 steps were withdrawn by the correction
+    assert got == {"(a)": "yes", "(b)": "in one regime", "(c)": "not decided",
                    "(d base 10)": "not decided", "(d base 1,000,000)": "not decided",
-                   "(e copy)": "yes", "(e untied)": "not decided"}
+                   "(e copy)": "not decided", "(e untied)": "not decided"}
     assert "0.662 ± 0.411" in table.loc["(a)"].iloc[1]  # the published column
     assert "finite: abs_pos 1.000" in table.loc["(a)"].iloc[2]  # ours
-    assert table.loc["(a)", "verdicts"] == "finite: better, better; fresh: better, better"
+    assert table.loc["(a)", "verdicts"] == "finite: better, undecided; fresh: better, better"
 
 
 def test_our_numbers_are_the_study_rows(first_ten_results):

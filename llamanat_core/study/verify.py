@@ -12,7 +12,6 @@ loop and compares the per-step losses with the committed ones.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import zip_longest
 from pathlib import Path
 
 from ..config import variant_config
@@ -62,19 +61,16 @@ def committed_entries(cache_dir: Path = STUDY_DIR) -> dict[str, dict]:
 
 
 def sample_keys(entries: dict[str, dict], n: int) -> list[str]:
-    """`n` runs spread over task x regime x variant: round-robin over those groups, the
-    tasks taking turns, each group in key order, so the sample is the same on every
-    machine and holds every task's runs once it has as many runs as tasks."""
+    """`n` runs spread over task x regime x variant: round-robin over those groups in
+    sorted order, each group in key order, so the sample is the same on every machine;
+    then every task the sample missed (the text runs sort last) takes the place of the
+    last pick of a task that has more than one."""
     groups: dict[tuple, list[str]] = {}
     for key in sorted(entries):
         rec = entries[key]["record"]
         regime = rec["budget"].get("regime", rec["task"])
         groups.setdefault((rec["task"], regime, rec["variant"]), []).append(key)
-    by_task: dict[str, list[tuple]] = {}
-    for g in sorted(groups):
-        by_task.setdefault(g[0], []).append(g)
-    # the tasks' groups interleaved: addition's first, recall's first, text's first, ...
-    order = [groups[g] for row in zip_longest(*by_task.values()) for g in row if g is not None]
+    order = [groups[g] for g in sorted(groups)]
     picked: list[str] = []
     depth = 0
     while len(picked) < min(n, len(entries)):
@@ -82,6 +78,12 @@ def sample_keys(entries: dict[str, dict], n: int) -> list[str]:
             if depth < len(keys) and len(picked) < n:
                 picked.append(keys[depth])
         depth += 1
+    task = {k: entries[k]["record"]["task"] for k in entries}
+    for missing in sorted({task[k] for k in entries} - {task[k] for k in picked}):
+        counts = {t: sum(task[k] == t for k in picked) for t in set(task[k] for k in picked)}
+        spare = [i for i, k in enumerate(picked) if counts[task[k]] > 1]
+        if spare:
+            picked[spare[-1]] = next(k for keys in order for k in keys if task[k] == missing)
     return picked
 
 
