@@ -138,9 +138,12 @@ def decide_text(results: pd.DataFrame) -> pd.DataFrame:
     for r in df.to_dict("records"):
         d = paired.decide_paired(r["_first"], r["_added"], unit=TEXT_UNIT, margin=TEXT_MARGIN,
                                  level=r["level"], two_stage=r["primary"])
-        verdict = "pending" if r["_pending"] else VERDICT_WORDS.get(d.verdict, d.verdict)
+        if r["_pending"]:  # the median so far, and no interval until the stage is complete
+            finished.append({"effect": d.estimate, "ci_low": np.nan, "ci_high": np.nan,
+                             "level": d.level, "verdict": "pending"})
+            continue
         finished.append({"effect": d.estimate, "ci_low": d.low, "ci_high": d.high,
-                         "level": d.level, "verdict": verdict})
+                         "level": d.level, "verdict": VERDICT_WORDS.get(d.verdict, d.verdict)})
     out = pd.concat([df.drop(columns="level"), pd.DataFrame(finished, index=df.index)], axis=1)
     return out[TEXT_DECISION_COLUMNS]
 

@@ -55,6 +55,7 @@ def test_a_split_comparison_waits_for_its_added_seeds_then_decides():
     d = decide_text(_study())
     ln = _row(d, "layernorm")
     assert ln.verdict == "pending" and ln.stopped.startswith("undecided on the first 10 seeds")
+    assert np.isnan(ln.ci_low) and np.isnan(ln.ci_high)  # no interval end while seeds run
     arms = text_added_arms(d)
     assert arms == [("layernorm", ()), ("llama", ())]
     added = text_added_plan(arms)["text"]
