@@ -170,6 +170,22 @@ def decision_table(decisions: pd.DataFrame, metrics=None, measurements=None) -> 
     return out.set_index(["measurement", "endpoint", "comparison"])
 
 
+def text_decision_table(decisions: pd.DataFrame, metric: str = "loss_end") -> pd.DataFrame:
+    """`text_comparisons.decide_text` on one endpoint as a reader reads it: per comparison
+    the seeds, both arms' mean loss in bits per character, the median paired difference
+    in nats per character (Δ; negative: the control's loss is lower) and its interval, on
+    how many seeds the control is lower, and the verdict."""
+    rows = []
+    for r in decisions[decisions.metric == metric].itertuples():
+        interval = "–" if np.isnan(r.ci_low) else f"[{signed(r.ci_low, 3)}, {signed(r.ci_high, 3)}]"
+        rows.append({"comparison": r.comparison, "seeds": r.n,
+                     "ref. bits": f"{r.reference_value / np.log(2):.3f}",
+                     "control bits": f"{r.control_value / np.log(2):.3f}",
+                     "Δ nats": signed(r.effect, 3), "interval": interval,
+                     "lower on": f"{r.control_lower} of {r.n}", "verdict": r.verdict})
+    return pd.DataFrame(rows).set_index("comparison")
+
+
 def what_moved(registered: pd.DataFrame, corrected: pd.DataFrame) -> pd.DataFrame:
     """The registered-vs-corrected table: each row whose verdict the correction changes,
     with both analyses' effect [interval] and verdict, and how it moved: `withdrawn` (a

@@ -318,3 +318,14 @@ def test_the_collision_check_sees_labels_that_overlap():
     ax.set_xticks([0, 0.02, 1], ["base 10,000", "base 1,000,000", "far"])
     assert colliding_tick_labels(fig) == [("base 10,000", "base 1,000,000")]
     plt.close(fig)
+
+
+def test_the_text_table_reads_the_text_decisions():
+    from llamanat_core.text_comparisons import decide_text
+    from tests.test_text_comparisons import _study
+
+    table = dtab.text_decision_table(decide_text(_study()))
+    assert table.loc["gelu_mlp", "verdict"] == "worse" and table.loc["gelu_mlp", "lower on"] == "0 of 10"
+    assert table.loc["gelu_mlp", "Δ nats"] == "+0.080" and table.loc["layernorm", "interval"] == "–"
+    assert table.loc["mqa", "verdict"] == "equivalent"
+    assert table.loc["base 1,000,000", "Δ nats"] == "−0.020"  # a true minus sign
