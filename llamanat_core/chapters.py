@@ -21,11 +21,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from .paths import ROOT
+from .paths import ARTIFACTS_DIR, CHAPTERS_DIR, FRESH_DIR_ENV, ROOT
 from .util import atomic_write_text
-
-CHAPTERS_DIR = ROOT / "chapters"
-ARTIFACTS_DIR = ROOT / "artifacts"
 
 # The chapter order of the book; `_toc.yml` lists the same chapters in the same order.
 CHAPTERS = ("model", "training", "text", "norm", "rope", "swiglu", "gqa", "sweep", "alphabet", "kv_cache",
@@ -241,9 +238,6 @@ def sanitize(nb, input_label: str):
             cell["id"] = f"cell-{i:03d}"
         used.add(cell["id"])
     return nb
-
-
-from .study.results import FRESH_DIR_ENV  # noqa: E402  where a chapter's fresh=True runs go
 
 
 @contextmanager

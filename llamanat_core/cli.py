@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .paths import ARTIFACTS_DIR, FRESH_CHAPTERS_DIR
+
 
 def _seeds(text: str) -> tuple[int, ...]:
     """'0-4' or '0,2,3' -> seeds."""
@@ -254,7 +256,7 @@ def cmd_chapters(args) -> int:
         params["fresh"] = True
     # The committed artifacts are what the book publishes: a run with other parameters
     # goes elsewhere unless asked, so a reader's experiment never dirties the tree.
-    out = args.out or ("artifacts" if not params else ".fresh/chapters")
+    out = args.out or (ARTIFACTS_DIR if not params else FRESH_CHAPTERS_DIR)
     run_chapters(args.names or None, params, out_dir=out)
     return 0
 

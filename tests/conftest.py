@@ -18,9 +18,10 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from nbval_figures import compare_figures_too  # noqa: E402
 
+from llamanat_core.paths import ROOT
+
 torch.set_num_threads(1)
 
-ROOT = Path(__file__).resolve().parent.parent
 # Caches that Python, pytest and ruff keep for themselves, the virtualenv, and the built book
 # (`make test` builds it before the browser test reads it and saves screenshots beside it).
 _NOT_CHECKED = {".git", ".venv", "__pycache__", ".pytest_cache", ".ruff_cache", "_build"}

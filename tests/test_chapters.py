@@ -26,10 +26,9 @@ from llamanat_core.chapters import (
     read_source,
     run_chapters,
 )
+from llamanat_core.paths import ARTIFACTS_DIR, CHAPTERS_DIR
 from llamanat_core.train import Budget
 
-CHAPTERS_DIR = ROOT / "chapters"
-ARTIFACTS_DIR = ROOT / "artifacts"
 BOOK_DIR = ROOT / "book"
 SOURCES = sorted(CHAPTERS_DIR.glob("*.md"))
 COMMON_PARAMETERS = {"seeds", "steps", "fresh"}

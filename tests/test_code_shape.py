@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import ast
 import re
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from llamanat_core.paths import ROOT
+
 MAX_FUNCTION_LINES = 60
 MAX_CHAPTER_FUNCTION_BODY = 4
 

@@ -29,7 +29,6 @@ from llamanat_core.study.plan import (
 )
 from llamanat_core.train import Budget, batch_order, training_losses
 
-ROOT = Path(__file__).resolve().parent.parent
 TINY = Budget.for_steps(12)
 
 

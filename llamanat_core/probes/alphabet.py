@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
+from ..paths import ALPHABET_WEIGHTS_DIR
 from ..tasks import ANSWER0, VALUE0, Recall
 from ..train import Budget
 
@@ -52,15 +53,9 @@ CHECKPOINT_VARIANTS = ("llama", "untied")  # tied and untied head, both formulat
 FORMULATIONS = ("name", "copy")
 
 
-def _root():
-    from ..study.cache import ROOT
-
-    return ROOT
-
-
 def checkpoint_dir():
     """Where the replayed checkpoints are committed: artifacts/weights/alphabet."""
-    return _root() / "artifacts" / "weights" / "alphabet"
+    return ALPHABET_WEIGHTS_DIR
 
 
 def checkpoint_run(variant: str, answer: str, seed: int):

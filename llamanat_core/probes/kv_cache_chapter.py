@@ -21,8 +21,8 @@ import torch
 from ..config import variant_config
 from ..kv import PUBLISHED, KVCache, greedy_decode, kv_cache_bytes
 from ..model import TinyLlama
+from ..paths import KV_TIMING_PATH
 from ..study import WEIGHTS_DIR, environment, trained_weights
-from ..study.kv_timing import TIMING_PATH
 from ..util import torch_threads
 
 LENGTHS = (16, 32, 64, 128, 256, 512, 1024, 2048)
@@ -172,7 +172,7 @@ def measure_timing(lengths=LENGTHS, repeats: int = REPEATS, variant: str = "llam
             "machine": machine}
 
 
-def load_timing(path: Path = TIMING_PATH) -> dict:
+def load_timing(path: Path = KV_TIMING_PATH) -> dict:
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no KV-cache timing at {path}; measure it with "

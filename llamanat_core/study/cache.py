@@ -15,15 +15,13 @@ from pathlib import Path
 
 import torch
 
-from ..paths import ROOT
+from ..paths import STUDY_DIR, WEIGHTS_DIR, fresh_runs_dir
 from ..text_train import TEXT_ENDPOINTS, fit_text
 from ..train import fit
 from ..util import atomic_write_bytes, atomic_write_text, keep_freed_memory, torch_threads
 from .plan import Run, record_key
 from .text_plan import TextRun
 
-STUDY_DIR = ROOT / "artifacts" / "study"  # the committed study
-WEIGHTS_DIR = ROOT / "artifacts" / "weights"
 LOSSES_KEPT = 100  # per-step training losses kept in the run file (verify re-fits 50)
 REQUIRED = {"record", "curve", "dense", "losses", "params", "stop_step", "solve_step"}
 TEXT_REQUIRED = {"record", "dense", "losses", "params", "endpoints"}
@@ -112,8 +110,6 @@ def trained_weights(task: str, variant: str, seed: int, steps: int | None = None
     fresh)` as an eval-mode TinyLlama, from the committed weights (artifacts/weights),
     the fresh runs' folder with fresh=True, or `weights_dir`; None where none were kept."""
     if weights_dir is None:
-        from .results import fresh_runs_dir
-
         weights_dir = fresh_runs_dir() / "weights" if fresh else WEIGHTS_DIR
     run = kept_run(task, variant, seed, steps, fresh)
     path = weights_path(run, weights_dir)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from ..paths import PACKAGE_DIR
 from .cache import execute
 from .plan import Run
 
@@ -133,7 +134,6 @@ class ExecutorError(ValueError):
 
 CONNECT_TIMEOUT = 10.0  # seconds to wait for a cluster's head to answer
 MAX_RETRIES = 3  # a task whose worker process dies is run again, up to this many times
-PACKAGE_DIR = Path(__file__).resolve().parents[1]  # llamanat_core, shipped to a cluster's nodes
 # Ray 2.60 advertises and binds a new node on the machine's network address; with its
 # single-machine mode (the default on macOS and Windows) every server binds 127.0.0.1.
 _SINGLE_MACHINE = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"

@@ -6,13 +6,11 @@ import json
 import sys
 from pathlib import Path
 
+from ..paths import KV_TIMING_PATH
 from ..util import atomic_write_text
-from .cache import STUDY_DIR
-
-TIMING_PATH = STUDY_DIR / "kv_timing.json"
 
 
-def write_timing(timing: dict, path: Path = TIMING_PATH) -> Path:
+def write_timing(timing: dict, path: Path = KV_TIMING_PATH) -> Path:
     """Write the timing file atomically (temp file + os.replace)."""
     path = Path(path)
     atomic_write_text(path, json.dumps(timing, indent=1, sort_keys=True) + "\n")
@@ -20,13 +18,13 @@ def write_timing(timing: dict, path: Path = TIMING_PATH) -> Path:
 
 
 def ensure_timing(force: bool = False) -> None:
-    """Measure the timings into TIMING_PATH unless a readable file is there (or `force`)."""
+    """Measure the timings into KV_TIMING_PATH unless a readable file is there (or `force`)."""
     from ..probes.kv_cache_chapter import load_timing, measure_timing
 
     if not force:
         try:
             load_timing()
-            print(f"study: KV-cache timings present in {TIMING_PATH}", file=sys.stderr)
+            print(f"study: KV-cache timings present in {KV_TIMING_PATH}", file=sys.stderr)
             return
         except (OSError, ValueError) as e:
             print(f"study: KV-cache timings need measuring ({e})", file=sys.stderr)

@@ -6,7 +6,6 @@ columns of every run, plus a row at the stop when a run went past 1,200 steps.
 """
 from __future__ import annotations
 
-import os
 import sys
 import time
 from contextlib import closing
@@ -14,11 +13,10 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..config import REGIMES, VARIANTS
+from ..paths import QUICK_DIR, STUDY_DIR, fresh_runs_dir
 from ..train import Budget
 from ..util import atomic_write_text, remove_partial_writes
 from .cache import (
-    ROOT,
-    STUDY_DIR,
     is_committed,
     load_entry,
     run_path,
@@ -49,7 +47,7 @@ def study_settings(quick: bool = False, steps: int | None = None, seeds=None,
     there is a ValueError (listing the committed runs is allowed either way)."""
     if quick:
         budget, seeds = Budget.for_steps(steps or 60), seeds or (0, 1)
-        cache_dir = Path(cache_dir or ".quick")
+        cache_dir = Path(cache_dir or QUICK_DIR)
     else:
         budget, seeds = Budget.for_steps(steps), seeds or SEEDS
         cache_dir = Path(cache_dir) if cache_dir else STUDY_DIR
@@ -303,16 +301,6 @@ def load_results(cache_dir: Path = STUDY_DIR, measurement: str | None = None, se
 def load_curves(cache_dir: Path = STUDY_DIR):
     """The dense validation curves: one row per (run, evaluation every 100 steps)."""
     return _read(curves_path(cache_dir))
-
-
-FRESH_DIR = ROOT / ".fresh"  # a reader's own re-runs; never committed
-FRESH_DIR_ENV = "LLAMANAT_FRESH_DIR"
-
-
-def fresh_runs_dir() -> Path:
-    """Where a reader's fresh=True runs go: $LLAMANAT_FRESH_DIR if set (the chapter runner
-    sets it, tests point it at a temporary folder), else `.fresh/`."""
-    return Path(os.environ.get(FRESH_DIR_ENV) or FRESH_DIR)
 
 
 def chapter_results(measurements, fresh: bool = False, seeds=SEEDS, steps: int | None = None,
