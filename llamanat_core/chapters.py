@@ -15,13 +15,17 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import numbers
 import os
 import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from . import claims
 from .paths import ARTIFACTS_DIR, CHAPTERS_DIR, FRESH_DIR_ENV, ROOT
+from .study import SEEDS
+from .train import Budget
 from .util import atomic_write_text
 
 # The chapter order of the book; `_toc.yml` lists the same chapters in the same order.
@@ -75,7 +79,7 @@ def read_source(path: Path | str):
     The MyST format stores no cell ids, and jupytext invents random ones; each cell gets
     an id from a hash of its type and text instead, so the same source gives the same
     ids every time and an edited cell does not renumber the others."""
-    import jupytext
+    import jupytext  # the notebook tools load only when a chapter is read or run
 
     nb = jupytext.read(str(path))
     # What papermill's own reader adds to a notebook file, and expects on a NotebookNode.
@@ -147,7 +151,6 @@ _HOW = {
 
 
 def _is_int(x) -> bool:
-    import numbers
 
     return isinstance(x, numbers.Integral) and not isinstance(x, bool)
 
@@ -158,8 +161,6 @@ def _reject(name: str, problem: str) -> ChapterParameterError:
 
 def _default_seeds() -> tuple[int, ...]:
     """The seeds of the committed study."""
-    from .study import SEEDS
-
     return tuple(SEEDS)
 
 
@@ -202,14 +203,11 @@ def check_chapter_parameters(seeds=None, steps=None, fresh=False) -> tuple[tuple
         if steps < 1:
             raise _reject("steps", f"expected at least 1 training step, got {steps}")
         steps = int(steps)
-        from .train import Budget
-
         if not fresh and steps != Budget().steps:
             raise _reject("steps", f"steps={steps} trains new runs, so it needs fresh=True "
                                    "(without it the chapter reads the committed study)")
     # The text describes the committed study with every seed: on any other run (fresh
     # runs, or a subset of the seeds) a claim the data no longer support warns instead.
-    from . import claims
 
     claims.set_committed_run(not fresh and seeds == _default_seeds())
     return seeds, steps, fresh
@@ -266,7 +264,7 @@ def execute_chapter(name: str, parameters: dict | None = None, out_dir: Path | s
 
     `fresh_dir`: where the chapter's fresh=True runs are trained and cached (default: the
     study's own folder for a reader's re-runs)."""
-    import nbformat
+    import nbformat  # the notebook tools load only when a chapter runs
     import papermill as pm
 
     (name,) = check_names([name])

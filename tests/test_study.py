@@ -17,7 +17,7 @@ import pytest
 import torch
 from processes import descendants, gone_within, on_linux
 
-from llamanat_core import study
+from llamanat_core import study, two_stage
 from llamanat_core.study import Run, check_entry, plan, run_path, run_study, unique_runs
 from llamanat_core.study import verify as verify_module
 from llamanat_core.study.plan import (
@@ -459,7 +459,7 @@ def test_sample_spreads_over_tasks_regimes_and_variants():
 def test_committed_study_is_complete():
     """Every run of the plan (the first ten seeds, and the added seeds in the cache) is
     cached and valid; the summaries cover all of them; weights are kept for the first ten."""
-    p = study.study_plan()
+    p = two_stage.study_plan()
     runs = unique_runs(p)
     assert len(runs) >= 390 and {r.seed for r in runs} >= set(range(10))
     missing = [r.label for r in runs if study.load_entry(study.STUDY_DIR, r) is None]

@@ -9,7 +9,6 @@ and reads: it writes nothing.
 """
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import time
@@ -21,8 +20,9 @@ import torch
 from ..config import variant_config
 from ..kv import PUBLISHED, KVCache, greedy_decode, kv_cache_bytes
 from ..model import TinyLlama
-from ..paths import KV_TIMING_PATH
-from ..study import WEIGHTS_DIR, environment, trained_weights
+from ..paths import WEIGHTS_DIR
+from ..study import environment, trained_weights
+from ..study.kv_timing import load_timing  # noqa: F401  (the chapter reads it from here)
 from ..util import torch_threads
 
 LENGTHS = (16, 32, 64, 128, 256, 512, 1024, 2048)
@@ -170,15 +170,3 @@ def measure_timing(lengths=LENGTHS, repeats: int = REPEATS, variant: str = "llam
             "cached_ms": [round(1000 * statistics.median(t), 4) for t in t_cache],
             "recompute_ms": [round(1000 * statistics.median(t), 4) for t in t_full],
             "machine": machine}
-
-
-def load_timing(path: Path = KV_TIMING_PATH) -> dict:
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"no KV-cache timing at {path}; measure it with "
-                                "`llamanat study --only kv_cache` (or fresh=True)")
-    timing = json.loads(path.read_text())
-    missing = {"lengths", "cached_ms", "recompute_ms", "machine"} - timing.keys()
-    if missing or not len(timing["lengths"]) == len(timing["cached_ms"]) == len(timing["recompute_ms"]):
-        raise ValueError(f"KV-cache timing file {path} is malformed (missing {sorted(missing)})")
-    return timing

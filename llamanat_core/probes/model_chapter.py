@@ -13,6 +13,7 @@ import math
 import pandas as pd
 import torch
 
+from ..blocks import causal_mask
 from ..config import Config
 
 # ---------------------------------------------------------------- published figures
@@ -60,8 +61,6 @@ def component_counts(cfg: Config) -> dict[str, int]:
 def every_query_sees_itself(t_q: int, t_k: int, mask_fn=None) -> bool:
     """In the causal mask of `t_q` queries over `t_k` keys (the last t_q positions of t_k),
     query i is allowed its own position t_k - t_q + i, so no row is fully masked."""
-    from ..blocks import causal_mask
-
     mask = (mask_fn or causal_mask)(t_q, t_k)
     own = torch.arange(t_q) + (t_k - t_q)
     return bool(mask[torch.arange(t_q), own].all())
