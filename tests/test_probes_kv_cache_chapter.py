@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from llamanat_core import TinyLlama, variant_config
-from llamanat_core.kv import KVCache, kv_cache_bytes
+from llamanat_core.kv import KVCache
 from llamanat_core.probes import kv_cache_chapter as kp
+from llamanat_core.published import kv_cache_bytes
 from llamanat_core.study.kv_timing import write_timing
 from llamanat_core.tasks import Recall
 

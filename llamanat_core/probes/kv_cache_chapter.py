@@ -1,6 +1,6 @@
 """The KV cache, measured: exact arithmetic, identical tokens, real bytes, timings.
 
-The arithmetic is `kv.kv_cache_bytes`. The measured side runs the package's own
+The arithmetic is `published.kv_cache_bytes`. The measured side runs the package's own
 `KVCache` and `TinyLlama.generate`. Timings depend on the machine, so they are measured
 once (`llamanat study --only kv_cache`, which writes them with
 `study.kv_timing.write_timing`) into a committed JSON file that records the machine, and
@@ -18,9 +18,10 @@ import pandas as pd
 import torch
 
 from ..config import variant_config
-from ..kv import PUBLISHED, KVCache, greedy_decode, kv_cache_bytes
+from ..kv import KVCache, greedy_decode
 from ..model import TinyLlama
 from ..paths import WEIGHTS_DIR
+from ..published import PUBLISHED, kv_cache_bytes
 from ..study import environment, trained_weights
 from ..study.kv_timing import load_timing  # noqa: F401  (the chapter reads it from here)
 from ..util import torch_threads

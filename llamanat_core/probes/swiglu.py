@@ -18,9 +18,9 @@ import torch
 import torch.nn.functional as F
 
 from ..config import REFERENCE, Config, variant_config
-from ..kv import PUBLISHED, llama_ffn_rule
 from ..mechanism import call_arguments
 from ..model import TinyLlama
+from ..published import PUBLISHED, llama_ffn_rule
 from ..study import kept_run, trained_weights, weights_step
 from ..train import fit, run_splits
 from ..util import torch_threads
