@@ -13,7 +13,6 @@ interpreter version. It is written atomically (temporary file, then ``os.replace
 """
 from __future__ import annotations
 
-import ast
 import hashlib
 import numbers
 import os
@@ -121,24 +120,6 @@ def check_parameters(name: str, parameters: dict | None, path: Path | str) -> di
     return parameters
 
 
-def parse_assignments(pairs) -> dict:
-    """['steps=20', 'fresh=True', 'seeds=[0, 1]'] -> {'steps': 20, 'fresh': True, 'seeds': [0, 1]}.
-
-    Values are Python literals; anything that is not one is kept as a string.
-    """
-    out = {}
-    for pair in pairs or ():
-        key, sep, text = pair.partition("=")
-        key = key.strip()
-        if not sep or not key.isidentifier():
-            raise ValueError(f"parameter {pair!r} is not of the form NAME=VALUE")
-        try:
-            out[key] = ast.literal_eval(text.strip())
-        except (ValueError, SyntaxError):
-            out[key] = text.strip()
-    return out
-
-
 class ChapterParameterError(ValueError):
     """A chapter parameter of the wrong type or out of range; the message says how to pass it."""
 
@@ -151,7 +132,6 @@ _HOW = {
 
 
 def _is_int(x) -> bool:
-
     return isinstance(x, numbers.Integral) and not isinstance(x, bool)
 
 
@@ -325,4 +305,4 @@ def run_chapters(names=None, parameters: dict | None = None, out_dir: Path | str
 
 __all__ = ["CHAPTERS", "ChapterError", "ChapterParameterError", "check_chapter_parameters",
            "read_source", "run_chapters", "execute_chapter", "check_names",
-           "check_parameters", "declared_parameters", "parse_assignments", "sanitize"]
+           "check_parameters", "declared_parameters", "sanitize"]

@@ -1,5 +1,5 @@
-"""The report module on constructed frames: seed tables, paired comparisons, the generated
-sentences, chance floors and the strings `display_table` puts on the page."""
+"""The report module on constructed frames: number formatting for tables and prose, chance
+labels, and what `glue_all` publishes."""
 from __future__ import annotations
 
 import math
@@ -49,7 +49,7 @@ def test_seed_table_refuses_two_rows_per_seed():
         report.seed_table(df)
 
 
-# ------------------------------------------------------------------ display_table
+# ------------------------------------------------------------------ tables
 
 def test_thousands_formats_integer_columns_only():
     df = pd.DataFrame({"parameters": [102528, 36864], "share": [0.5, 0.25], "name": ["x", "y"],

@@ -16,19 +16,7 @@ import torch
 from ..blocks import causal_mask
 from ..config import Config
 
-# ---------------------------------------------------------------- published figures
-
-
-
-
 # ---------------------------------------------------------------- configurations
-
-def _hf_value(hf_config, name: str):
-    if name == "rope_theta":  # transformers 5 keeps it inside rope_parameters
-        return (getattr(hf_config, "rope_parameters", None) or {}).get("rope_theta",
-                                                                      getattr(hf_config, name, None))
-    return getattr(hf_config, name)
-
 
 def component_counts(cfg: Config) -> dict[str, int]:
     """Parameters per group, from the configuration alone: the groups of
