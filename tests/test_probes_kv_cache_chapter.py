@@ -83,9 +83,12 @@ def test_load_reference_round_trip(tmp_path):
 
 
 def test_measure_timing_shape_and_threads():
-    before = torch.get_num_threads()
-    t = kp.measure_timing(lengths=(4, 8), repeats=2)
-    assert torch.get_num_threads() == before
+    torch.set_num_threads(3)  # not the tests' one thread, so a forgotten restore shows
+    try:
+        t = kp.measure_timing(lengths=(4, 8), repeats=2)
+        assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(1)
     assert t["lengths"] == [4, 8] and len(t["cached_ms"]) == len(t["recompute_ms"]) == 2
     assert all(x > 0 for x in t["cached_ms"] + t["recompute_ms"])
     assert t["machine"]["threads"] == 1 and t["machine"]["torch"] == torch.__version__

@@ -513,10 +513,22 @@ def test_cli_study_list_and_bad_input(capsys):
     assert "non-negative" in capsys.readouterr().err
 
 
-def test_weights_torch_threads_are_restored():
-    before = torch.get_num_threads()
-    study.execute(Run("addition", "mqa", 0, budget=TINY, compile=False))
-    assert torch.get_num_threads() == before
+def test_execute_trains_on_one_thread_and_restores_the_callers_count(monkeypatch):
+    """The tests run on one thread, which `execute` also uses: the caller here has three, so
+    a forgotten restore (or training on the caller's count) shows."""
+    seen, real_fit = [], study.cache.fit
+
+    def fit(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return real_fit(*args, **kwargs)
+
+    monkeypatch.setattr(study.cache, "fit", fit)
+    torch.set_num_threads(3)
+    try:
+        study.execute(Run("addition", "mqa", 0, budget=TINY, compile=False))
+        assert torch.get_num_threads() == 3 and seen == [1]
+    finally:
+        torch.set_num_threads(1)
 
 
 def test_runs_are_trained_one_compiled_graph_at_a_time_round_robin():
