@@ -1,5 +1,5 @@
-"""The report module on constructed frames: number formatting for tables and prose, chance
-labels, and what `glue_all` publishes."""
+"""The report module on constructed frames (seed tables, number formatting for tables and
+prose, chance labels, what `glue_all` publishes) and the shared figures of `plotting`."""
 from __future__ import annotations
 
 import math
