@@ -134,6 +134,19 @@ def committed_results():
 
 
 @pytest.fixture(scope="session")
+def tiny_reference(tmp_path_factory) -> Path:
+    """The tiny study (tests/tiny_study.py) trained once in this process, one run after
+    another: the files every executor, pool and resumed study must reproduce."""
+    from tiny_study import tiny_runs
+
+    from llamanat_core.study import run_study
+
+    d = tmp_path_factory.mktemp("reference")
+    run_study(tiny_runs(), d, workers=1, weights_dir=d / "weights", progress=False)
+    return d
+
+
+@pytest.fixture(scope="session")
 def first_ten_results(committed_results):
     """The committed study's first ten seeds: the rows the mechanism and replication tests
     read (the seeds added later belong to the two-stage decisions)."""
