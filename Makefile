@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 WORKERS ?= 2
 export PYTHONHASHSEED := 0
 
-.PHONY: venv corpus study chapters figures book browser test test-fast test-slow lint bench clean lab
+.PHONY: venv corpus study chapters figures book publish gh-pages browser test test-fast test-slow lint bench clean lab
 
 # The pinned lines of requirements.txt, installed by uv (pinned there too) with torch's
 # file chosen by pip; pip installs everything if uv cannot (tools/make_venv.sh says why).
@@ -45,6 +45,17 @@ BOOK_BUILD = $(BIN)/jupyter-book build . -W -n --keep-going --all
 book: study chapters figures
 	$(BOOK_BUILD)
 	@echo "book: _build/html/index.html"
+
+# The published book: `make book`, then _build/html as the gh-pages branch (ghp-import),
+# pushed to $(REMOTE) only when the repository has that remote (tools/publish.sh says
+# which happened). `make gh-pages` does the second step alone, from an existing build.
+REMOTE ?= origin
+
+publish: book
+	tools/publish.sh $(BIN) $(REMOTE)
+
+gh-pages:
+	tools/publish.sh $(BIN) $(REMOTE)
 
 # nbval re-executes every committed artifact and compares its outputs: text, HTML and,
 # through tests/nbval_figures.py, every figure byte for byte.

@@ -10,7 +10,8 @@ from pathlib import Path
 import jupytext
 import nbformat
 
-ROOT = Path(__file__).resolve().parents[1]
+from llamanat_core.paths import ROOT
+
 sys.path.insert(0, str(ROOT / "tests"))
 from test_book_shape import EXERCISE, prose_words  # noqa: E402  (one definition of a word)
 

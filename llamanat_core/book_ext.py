@@ -78,7 +78,7 @@ def _check_page_assets(app, pagename, templatename, context, doctree) -> None:
 
 
 def _check_images(app, doctree, docname) -> None:
-    from docutils import nodes
+    from docutils import nodes  # Sphinx brings docutils: only when the book builds
 
     for node in doctree.findall(nodes.image):
         if _is_remote(node.get("uri")):

@@ -13,19 +13,19 @@ interpreter version. It is written atomically (temporary file, then ``os.replace
 """
 from __future__ import annotations
 
-import ast
 import hashlib
+import numbers
 import os
 import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from .paths import ROOT
+from . import claims
+from .paths import ARTIFACTS_DIR, CHAPTERS_DIR, FRESH_DIR_ENV, ROOT
+from .study import SEEDS
+from .train import Budget
 from .util import atomic_write_text
-
-CHAPTERS_DIR = ROOT / "chapters"
-ARTIFACTS_DIR = ROOT / "artifacts"
 
 # The chapter order of the book; `_toc.yml` lists the same chapters in the same order.
 CHAPTERS = ("model", "training", "text", "norm", "rope", "swiglu", "gqa", "sweep", "alphabet", "kv_cache",
@@ -78,7 +78,7 @@ def read_source(path: Path | str):
     The MyST format stores no cell ids, and jupytext invents random ones; each cell gets
     an id from a hash of its type and text instead, so the same source gives the same
     ids every time and an edited cell does not renumber the others."""
-    import jupytext
+    import jupytext  # the notebook tools load only when a chapter is read or run
 
     nb = jupytext.read(str(path))
     # What papermill's own reader adds to a notebook file, and expects on a NotebookNode.
@@ -120,24 +120,6 @@ def check_parameters(name: str, parameters: dict | None, path: Path | str) -> di
     return parameters
 
 
-def parse_assignments(pairs) -> dict:
-    """['steps=20', 'fresh=True', 'seeds=[0, 1]'] -> {'steps': 20, 'fresh': True, 'seeds': [0, 1]}.
-
-    Values are Python literals; anything that is not one is kept as a string.
-    """
-    out = {}
-    for pair in pairs or ():
-        key, sep, text = pair.partition("=")
-        key = key.strip()
-        if not sep or not key.isidentifier():
-            raise ValueError(f"parameter {pair!r} is not of the form NAME=VALUE")
-        try:
-            out[key] = ast.literal_eval(text.strip())
-        except (ValueError, SyntaxError):
-            out[key] = text.strip()
-    return out
-
-
 class ChapterParameterError(ValueError):
     """A chapter parameter of the wrong type or out of range; the message says how to pass it."""
 
@@ -150,8 +132,6 @@ _HOW = {
 
 
 def _is_int(x) -> bool:
-    import numbers
-
     return isinstance(x, numbers.Integral) and not isinstance(x, bool)
 
 
@@ -161,8 +141,6 @@ def _reject(name: str, problem: str) -> ChapterParameterError:
 
 def _default_seeds() -> tuple[int, ...]:
     """The seeds of the committed study."""
-    from .study import SEEDS
-
     return tuple(SEEDS)
 
 
@@ -205,14 +183,11 @@ def check_chapter_parameters(seeds=None, steps=None, fresh=False) -> tuple[tuple
         if steps < 1:
             raise _reject("steps", f"expected at least 1 training step, got {steps}")
         steps = int(steps)
-        from .train import Budget
-
         if not fresh and steps != Budget().steps:
             raise _reject("steps", f"steps={steps} trains new runs, so it needs fresh=True "
                                    "(without it the chapter reads the committed study)")
     # The text describes the committed study with every seed: on any other run (fresh
     # runs, or a subset of the seeds) a claim the data no longer support warns instead.
-    from . import claims
 
     claims.set_committed_run(not fresh and seeds == _default_seeds())
     return seeds, steps, fresh
@@ -243,9 +218,6 @@ def sanitize(nb, input_label: str):
     return nb
 
 
-from .study.results import FRESH_DIR_ENV  # noqa: E402  where a chapter's fresh=True runs go
-
-
 @contextmanager
 def _kernel_environment(fresh_dir: Path | str | None = None):
     """The kernel inherits this environment: fixed hash seed, no interactive backends,
@@ -272,7 +244,7 @@ def execute_chapter(name: str, parameters: dict | None = None, out_dir: Path | s
 
     `fresh_dir`: where the chapter's fresh=True runs are trained and cached (default: the
     study's own folder for a reader's re-runs)."""
-    import nbformat
+    import nbformat  # the notebook tools load only when a chapter runs
     import papermill as pm
 
     (name,) = check_names([name])
@@ -333,4 +305,4 @@ def run_chapters(names=None, parameters: dict | None = None, out_dir: Path | str
 
 __all__ = ["CHAPTERS", "ChapterError", "ChapterParameterError", "check_chapter_parameters",
            "read_source", "run_chapters", "execute_chapter", "check_names",
-           "check_parameters", "declared_parameters", "parse_assignments", "sanitize"]
+           "check_parameters", "declared_parameters", "sanitize"]

@@ -2,7 +2,40 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+from pathlib import Path
+
+import torch
+
+from .chapters import ChapterError, run_chapters
+from .config import EXPECTED_PARAMETERS, REGIMES, VARIANTS, variant_config
+from .model import TinyLlama
+from .paths import ARTIFACTS_DIR, FRESH_CHAPTERS_DIR, KV_TIMING_PATH, ROOT
+from .probes.kv_cache_chapter import arithmetic_table, human_bytes, measure_timing
+from .study import (
+    MEASUREMENTS,
+    SEEDS,
+    STUDY_DIR,
+    plan,
+    run_study,
+    study_settings,
+    unique_runs,
+    write_summary,
+    write_text_summary,
+)
+from .study.executors import check_ray
+from .study.kv_timing import ensure_timing
+from .study.plan import merge_plans
+from .study.results import TEXT_RESULTS, load_text_results
+from .study.text_plan import LR_SEEDS, TEXT_MEASUREMENTS, text_added_plan, text_plan
+from .study.verify import TOLERANCE, VERIFY_STEPS, describe, verify
+from .text import VOCAB_SIZE, load_corpus
+from .text_comparisons import decide_text, text_added_arms
+from .text_train import TEXT_ENDPOINTS, TextBudget, fit_text
+from .train import Budget, TaskSpec, fit
+from .two_stage import study_plan
+from .util import WriteError
 
 
 def _seeds(text: str) -> tuple[int, ...]:
@@ -40,7 +73,6 @@ _positive = _whole_number(1, "a positive integer")
 
 
 def cmd_params(args) -> int:
-    from . import EXPECTED_PARAMETERS, VARIANTS, TinyLlama, variant_config
 
     print(f"{'variant':<10} {'change':<28} {'parameters':>11}  groups")
     for name, change in VARIANTS.items():
@@ -56,7 +88,6 @@ def cmd_params(args) -> int:
 
 
 def cmd_cache(args) -> int:
-    from .probes.kv_cache_chapter import arithmetic_table, human_bytes
 
     table = arithmetic_table(args.positions, args.batch, args.bytes)
     print(f"KV cache, K and V, batch {args.batch}, {args.bytes} bytes per value "
@@ -70,11 +101,8 @@ def cmd_cache(args) -> int:
 
 
 def cmd_fit(args) -> int:
-    import torch
-    from tqdm.auto import tqdm
+    from tqdm.auto import tqdm  # the progress bar: only when a model trains
 
-    from . import variant_config
-    from .train import Budget, TaskSpec, fit
 
     torch.set_num_threads(args.threads)
     overrides = {"rope_theta": args.rope_theta} if args.rope_theta is not None else {}
@@ -107,13 +135,8 @@ def cmd_fit(args) -> int:
 
 def _fit_text(args, overrides: dict) -> int:
     """`llamanat fit --task text`: one text run, its validation curve and endpoints."""
-    import math
+    from tqdm.auto import tqdm  # the progress bar: only when a model trains
 
-    from tqdm.auto import tqdm
-
-    from . import variant_config
-    from .text import VOCAB_SIZE, load_corpus
-    from .text_train import TEXT_ENDPOINTS, TextBudget, fit_text
 
     cfg = variant_config(args.variant, vocab_size=VOCAB_SIZE, **overrides)
     budget = TextBudget.for_steps(args.steps, args.lr_scale)
@@ -141,17 +164,6 @@ def _fit_text(args, overrides: dict) -> int:
 
 
 def cmd_study(args) -> int:
-    from .study import (
-        MEASUREMENTS,
-        SEEDS,
-        plan,
-        run_study,
-        study_plan,
-        study_settings,
-        unique_runs,
-        write_summary,
-    )
-    from .study.text_plan import TEXT_MEASUREMENTS
 
     settings = study_settings(args.quick, args.steps, args.seeds, args.cache_dir, args.list)
     only = tuple(args.only) if args.only else MEASUREMENTS + ("kv_cache",)
@@ -172,12 +184,10 @@ def cmd_study(args) -> int:
         for r in (unique_runs(p) if measurements else []) + (unique_runs(text) if texts else []):
             print(r.key, r.label)
         if "kv_cache" in only:
-            print("kv_cache: KV-cache timings, measured into artifacts/study/kv_timing.json")
+            print(f"kv_cache: KV-cache timings, measured into {KV_TIMING_PATH.relative_to(ROOT)}")
         return 0
     if "kv_cache" in only:
-        from .study.kv_timing import ensure_timing
-
-        ensure_timing(force="kv_cache" in (args.only or ()))
+        ensure_timing(measure_timing, force="kv_cache" in (args.only or ()))
     if texts:
         _run_text(text, settings, args, options)
     if not measurements:
@@ -195,13 +205,6 @@ def _text_plan(texts, settings, added: bool) -> dict:
     """The text measurements at the study's settings: the full budget, or the cap of
     --steps/--quick; --seeds picks the seeds (the learning-rate check keeps those of 0–2).
     With `added`, also the seeds 10–39 the stage-1 rule adds, once the first ten are in."""
-    from .study import STUDY_DIR
-    from .study.plan import merge_plans
-    from .study.results import TEXT_RESULTS, load_text_results
-    from .study.text_plan import LR_SEEDS, text_added_plan, text_plan
-    from .text_comparisons import decide_text, text_added_arms
-    from .train import Budget
-
     steps = None if settings.budget == Budget() else settings.budget.steps
     lr_seeds = tuple(s for s in settings.seeds if s in LR_SEEDS) or settings.seeds[:1]
     first = text_plan(texts, settings.seeds, steps, lr_seeds)
@@ -212,7 +215,6 @@ def _text_plan(texts, settings, added: bool) -> dict:
 
 
 def _run_text(text: dict, settings, args, options) -> None:
-    from .study import run_study, unique_runs, write_text_summary
 
     entries = run_study(unique_runs(text), settings.cache_dir, args.workers,
                         weights_dir=settings.weights_dir, executor=args.executor, **options)
@@ -227,17 +229,13 @@ def _executor_options(args, measurements) -> dict:
         raise ValueError("--address names a Ray cluster; add --executor ray")
     if args.executor != "ray" or args.list or not measurements:
         return {}
-    from .study.executors import check_ray
 
     check_ray(args.address)
     return {"address": args.address}
 
 
 def cmd_verify(args) -> int:
-    from pathlib import Path
 
-    from .study import STUDY_DIR
-    from .study.verify import TOLERANCE, VERIFY_STEPS, describe, verify
 
     cache_dir = Path(args.cache_dir) if args.cache_dir else STUDY_DIR
     print(f"verify: re-fitting the first {VERIFY_STEPS} steps of committed runs (plain loop, "
@@ -253,7 +251,6 @@ def cmd_verify(args) -> int:
 
 
 def cmd_chapters(args) -> int:
-    from .chapters import run_chapters
 
     params = {}
     if args.seeds is not None:
@@ -264,7 +261,7 @@ def cmd_chapters(args) -> int:
         params["fresh"] = True
     # The committed artifacts are what the book publishes: a run with other parameters
     # goes elsewhere unless asked, so a reader's experiment never dirties the tree.
-    out = args.out or ("artifacts" if not params else ".fresh/chapters")
+    out = args.out or (ARTIFACTS_DIR if not params else FRESH_CHAPTERS_DIR)
     run_chapters(args.names or None, params, out_dir=out)
     return 0
 
@@ -296,7 +293,6 @@ def _add_cache(sub) -> None:
 
 
 def _add_fit(sub) -> None:
-    from .config import REGIMES, VARIANTS
 
     p = sub.add_parser("fit", help="train one model under the budget and print its curve",
                        description="Train one variant on one task under the study's budget and print "
@@ -377,8 +373,6 @@ def _add_chapters(sub) -> None:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    from .chapters import ChapterError
-    from .util import WriteError
 
     try:
         return args.func(args)

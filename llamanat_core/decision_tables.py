@@ -19,8 +19,10 @@ import math
 import numpy as np
 import pandas as pd
 
-from .comparisons import variant_rows
+from . import comparisons
+from .comparisons import ENDPOINTS, variant_rows
 from .report import pct, signed_number
+from .study import MEASUREMENTS, SEEDS, chapter_results, load_results
 
 METRIC_TITLES = {"speed": "speed (time to solve, ratio)", "length_8": "accuracy at 8 pairs",
                  "length_12": "accuracy at 12 pairs", "test_acc@1200": "accuracy at 1,200 steps"}
@@ -40,9 +42,6 @@ def chapter_decisions(seeds, steps=None, fresh: bool = False):
     chapter asks for the default seeds (the first ten): the rows waiting for added seeds say
     how many are in. Other seeds, or fresh=True (a reader's own runs, trained through the
     study runner), are read as asked. `runs` is `comparisons.runs_table`, one row per run."""
-    from . import comparisons
-    from .study import MEASUREMENTS, SEEDS, chapter_results, load_results
-
     seeds = tuple(seeds)
     if not fresh and seeds == tuple(SEEDS):
         seeds = tuple(sorted(int(s) for s in set(load_results().seed)))
@@ -278,8 +277,6 @@ def paired_values(runs: pd.DataFrame, row, column: str) -> pd.DataFrame:
 def difference_sd(runs: pd.DataFrame, row, seeds) -> float:
     """Standard deviation of one comparison's per-seed differences on `seeds`, in the
     endpoint's scale (log ratio for speed, accuracy otherwise); NaN with fewer than two."""
-    from .comparisons import ENDPOINTS
-
     ep = ENDPOINTS[row.metric]
     p = paired_values(runs, row, ep.column)
     p = p[p.index.isin(seeds)]

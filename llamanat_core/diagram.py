@@ -14,7 +14,7 @@ from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch
 from matplotlib.path import Path
 
 from .config import REFERENCE, Config
-from .plotting import BLUE, GREEN, NEUTRAL, ORANGE, PURPLE, SKY, VERMILION, use_book_style
+from .plotting import BLUE, GREEN, NEUTRAL, ORANGE, PURPLE, SKY, VERMILION, png_bytes, use_book_style
 
 # component -> its colour when nothing is highlighted (Okabe-Ito, lightened behind text)
 COLORS = {"embedding": SKY, "head": SKY, "norm": GREEN, "attention": BLUE, "gqa": BLUE,
@@ -256,7 +256,6 @@ def diagram_png(cfg: Config | None = None) -> bytes:
     """The PNG bytes of `block_diagram(cfg)`: the same code draws the same bytes."""
     import matplotlib.pyplot as plt
 
-    from .plotting import png_bytes
 
     fig = block_diagram(cfg)
     try:

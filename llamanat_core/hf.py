@@ -47,7 +47,7 @@ def _check_supported(cfg: Config) -> None:
 
 def llama_config(cfg: Config):
     """The LlamaConfig describing the same architecture as our Config."""
-    from transformers import LlamaConfig
+    from transformers import LlamaConfig  # transformers is heavy: loaded only to convert
 
     _check_supported(cfg)
     return LlamaConfig(
@@ -64,7 +64,7 @@ def llama_config(cfg: Config):
 
 def to_transformers(model: TinyLlama):
     """A `LlamaForCausalLM` (eager attention, eval mode) holding a copy of our weights."""
-    from transformers import LlamaForCausalLM
+    from transformers import LlamaForCausalLM  # heavy: loaded only to convert
 
     hf = LlamaForCausalLM(llama_config(model.cfg)).to(_dtype(model))
     state = {(k if k.startswith("lm_head.") else f"model.{k}"): v.detach().clone()

@@ -22,6 +22,8 @@ import pandas as pd
 import torch
 
 from .model import TinyLlama
+from .study import WEIGHTS_DIR, trained_weights, weights_step
+from .study.plan import WEIGHT_VARIANTS
 from .tasks import EQ, SEP, Addition, token_name
 from .train import Budget, TaskSpec, run_splits
 
@@ -34,9 +36,6 @@ def load_trained(variant: str, task: str, seed: int,
                  weights_dir: Path | None = None) -> tuple[TinyLlama, int]:
     """The committed weights of the finite-regime run (variant, task, seed), in eval
     mode, and the training step at which they were saved (the run's stop)."""
-    from .study import WEIGHTS_DIR, trained_weights, weights_step
-    from .study.plan import WEIGHT_VARIANTS
-
     if variant not in WEIGHT_VARIANTS:
         raise ValueError(f"the study keeps no weights for variant {variant!r}; "
                          f"kept: {list(WEIGHT_VARIANTS)}")

@@ -29,6 +29,7 @@ import pandas as pd
 
 from .comparisons import variant_rows
 from .config import REGIMES
+from .decision_tables import METRIC_TITLES
 from .report import signed_number
 
 STUDY = "llama-anatomy"
@@ -298,8 +299,6 @@ def published_text(key: str) -> str:
 def _verdict_text(rows: pd.DataFrame, finding: Finding) -> tuple[str, str]:
     """The finding's tests ('abs_pos vs llama: speed, accuracy at 1,200 steps') and their
     verdicts per regime, in the order of the tests."""
-    from .decision_tables import METRIC_TITLES
-
     if rows.empty:
         return finding.no_test or "no comparison of the study tests it", "–"
     by_comparison: dict[str, list[str]] = {}

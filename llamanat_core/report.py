@@ -136,10 +136,6 @@ def matrix(values, rows: str, columns: str, digits: int = 3) -> pd.DataFrame:
     return out
 
 
-def _label(index) -> str:
-    return " / ".join(str(i) for i in index) if isinstance(index, tuple) else str(index)
-
-
 def _myst_glue():
     """myst_nb's `glue`. Importing it imports nbformat and so jsonschema, which imports
     rfc3987_syntax when that is installed (JupyterLab's dependencies install it); that

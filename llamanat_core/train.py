@@ -94,8 +94,11 @@ class TaskSpec:
 
 @dataclass
 class FitResult:
-    """One run's outcome: the trained model and what was measured on the way. (A run file
-    stores `test_curve` under "curve" and `val_curve` under "dense".)"""
+    """One run's outcome: the trained model and what was measured on the way.
+
+    The committed run files name these two curves differently, and keep those names
+    because the files are data: `test_curve` is stored under "curve" and `val_curve` under
+    "dense" (`study.cache.execute`; `results.csv` and `curves.csv` are built from them)."""
     model: TinyLlama
     test_curve: list[dict] = field(default_factory=list)  # test scores: one row per checkpoint (+ stop)
     val_curve: list[dict] = field(default_factory=list)  # validation: one row per evaluation

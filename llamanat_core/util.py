@@ -74,7 +74,7 @@ def torch_threads(n: int | None):
     Float sums split over threads are added in a different order, so the thread count
     is part of what makes a run reproducible. `None` leaves the count alone.
     """
-    import torch
+    import torch  # the file helpers here need no torch: it loads on use
 
     saved = torch.get_num_threads()
     if n is not None:
@@ -96,7 +96,7 @@ def keep_freed_memory() -> bool:
     This changes how memory is found, never what is computed. Returns whether it applied
     (False where the C library is not glibc).
     """
-    import ctypes
+    import ctypes  # only where the allocator is tuned
     import ctypes.util
 
     try:

@@ -18,9 +18,10 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from nbval_figures import compare_figures_too  # noqa: E402
 
+from llamanat_core.paths import ROOT
+
 torch.set_num_threads(1)
 
-ROOT = Path(__file__).resolve().parent.parent
 # Caches that Python, pytest and ruff keep for themselves, the virtualenv, and the built book
 # (`make test` builds it before the browser test reads it and saves screenshots beside it).
 _NOT_CHECKED = {".git", ".venv", "__pycache__", ".pytest_cache", ".ruff_cache", "_build"}
@@ -130,6 +131,19 @@ def committed_results():
     from llamanat_core.study import load_results
 
     return load_results()
+
+
+@pytest.fixture(scope="session")
+def tiny_reference(tmp_path_factory) -> Path:
+    """The tiny study (tests/tiny_study.py) trained once in this process, one run after
+    another: the files every executor, pool and resumed study must reproduce."""
+    from tiny_study import tiny_runs
+
+    from llamanat_core.study import run_study
+
+    d = tmp_path_factory.mktemp("reference")
+    run_study(tiny_runs(), d, workers=1, weights_dir=d / "weights", progress=False)
+    return d
 
 
 @pytest.fixture(scope="session")

@@ -183,23 +183,20 @@ def test_same_record_ignores_only_the_seconds_and_where_it_ran(tmp_path):
     assert not plan_bench.same_record(paths["a"], paths["c"])
 
 
-def test_study_plan_bound_measures_a_step_and_its_matrix_multiplies(monkeypatch):
-    """`study_plan.py --bound` calls the trainer benchmark's helpers; run it end to end on
-    the eager step (fewer, smaller batches) so a change in their signatures fails here."""
-    import llamanat_core.fast as fast
-
-    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
-    import train_step
-
-    small = train_step.task_batches
-    monkeypatch.setattr(train_step, "task_batches", lambda task: small(task, n_items=200, batch=8, steps=6))
-    for name, value in (("REPEATS", 2), ("STEPS_PER_REPEAT", 3), ("WARMUP", 1), ("PROFILED_STEPS", 3)):
-        monkeypatch.setattr(train_step, name, value)
-    eager = lambda model, answer_len, *_, **__: FastStep(model, answer_len, 1e-3, 1.0, compile=False)  # noqa: E731
-    monkeypatch.setattr(train_step, "profiled_graph", eager)
-    monkeypatch.setattr(fast, "FastStep", eager)
-    ms, in_gemms = plan_bench.step_costs("addition")
-    assert 0 < in_gemms < ms  # the matrix multiplies are a part of the step
+def test_study_plan_bound_prices_each_tasks_steps_at_its_own_cost(monkeypatch, capsys):
+    """`study_plan.py --bound`: each task's recorded steps times that task's step time here,
+    summed and spread over the workers (the step costs stand in for the measurement)."""
+    costs = {"addition": (2.0, 0.5), "recall": (4.0, 3.0)}  # (ms per step, ms in matrix multiplies)
+    monkeypatch.setattr(plan_bench, "step_costs", costs.__getitem__)
+    entries = [{"record": {"task": "addition"}, "stop_step": 30_000},
+               {"record": {"task": "addition"}, "stop_step": 30_000},
+               {"record": {"task": "recall"}, "stop_step": 15_000}]
+    plan_bench.bound(entries, workers=2)
+    out = capsys.readouterr().out
+    assert "addition: 60,000 steps x 2.00 ms here (0.50 ms in matrix multiplies, 25%)" in out
+    assert "recall: 15,000 steps x 4.00 ms here (3.00 ms in matrix multiplies, 75%)" in out
+    # (60,000 x 2 + 15,000 x 4) ms = 180 s over 2 workers; (30 + 45) s of multiplies over 2
+    assert "take 1.5 min at 2 workers here, their matrix multiplies alone 0.6 min" in out
 
 
 # ------------------------------------------------------------ the design simulation

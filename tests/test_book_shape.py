@@ -17,7 +17,8 @@ from pathlib import Path
 import jupytext
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from llamanat_core.paths import ROOT
+
 SOURCES = sorted((ROOT / "chapters").glob("*.md"))
 MAX_LINES, MAX_WORDS = 700, 2_600
 EXERCISE = re.compile(r"^### Exercise (\d+) \((predict|change|derive|extend|explain)\): \S")

@@ -29,7 +29,8 @@ from urllib.parse import unquote, urlparse
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from llamanat_core.paths import ROOT
+
 BUILD = ROOT / "_build" / "html"
 SHOTS = ROOT / "_build" / "screenshots"  # beside the built book, never in the sources
 REQUIRE = os.environ.get("LLAMANAT_REQUIRE_BOOK") == "1"

@@ -22,14 +22,12 @@ from llamanat_core.chapters import (
     ChapterError,
     ChapterParameterError,
     check_chapter_parameters,
-    parse_assignments,
     read_source,
     run_chapters,
 )
+from llamanat_core.paths import ARTIFACTS_DIR, CHAPTERS_DIR
 from llamanat_core.train import Budget
 
-CHAPTERS_DIR = ROOT / "chapters"
-ARTIFACTS_DIR = ROOT / "artifacts"
 BOOK_DIR = ROOT / "book"
 SOURCES = sorted(CHAPTERS_DIR.glob("*.md"))
 COMMON_PARAMETERS = {"seeds", "steps", "fresh"}
@@ -120,13 +118,6 @@ def test_undeclared_parameter_is_rejected_before_anything_runs(tmp_path):
     for declared in COMMON_PARAMETERS:
         assert declared in msg  # the error lists what the chapter does declare
     assert not list(tmp_path.iterdir())  # nothing executed, nothing written
-
-
-def test_parse_assignments():
-    assert parse_assignments(["steps=20", "fresh=True", "seeds=[0, 1]", "note=hello"]) == {
-        "steps": 20, "fresh": True, "seeds": [0, 1], "note": "hello"}
-    with pytest.raises(ValueError, match="NAME=VALUE"):
-        parse_assignments(["steps"])
 
 
 # ------------------------------------------------------------------ chapter sources
@@ -409,9 +400,9 @@ CONFIG_DECIMALS = {
     "1.5": "GELU width factor of the gelu_mlp control (1.5 x 192 = 288)",
     # fixed in advance, stated on the method page and checked against the code there
     "0.90": "the solve threshold, Budget.solve_at",
-    "0.05": "the level of every verdict and the equivalence margin (stats.ALPHA, EQUIVALENCE_MARGIN)",
-    "0.8": "lower bound of an equivalent time-to-solve ratio (stats.RATIO_BOUNDS)",
-    "1.25": "upper bound of an equivalent time-to-solve ratio (stats.RATIO_BOUNDS)",
+    "0.05": "the level of every verdict (stats.ALPHA)",
+    "0.8": "lower bound of an equivalent time-to-solve ratio (comparisons.SPEED: log 1.25 either way)",
+    "1.25": "upper bound of an equivalent time-to-solve ratio (comparisons.SPEED's margin, log 1.25)",
     "0.002": "the smallest exact sign-flip p with 10 seeds, 2/1,024 (stats.min_sign_flip_p)",
     "0.0071": "Holm's first threshold over 7 comparisons, 0.05/7",
 }

@@ -5,9 +5,9 @@ import ast
 import inspect
 import re
 import textwrap
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from llamanat_core.paths import ROOT
+
 MAX_FUNCTION_LINES = 60
 MAX_CHAPTER_FUNCTION_BODY = 4
 

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from llamanat_core import claims, comparisons, plotting
+from llamanat_core import claims, comparisons, plotting, sequential
 from llamanat_core.study import load_curves
 
 
@@ -218,7 +218,7 @@ def test_added_seed_plan_follows_the_rule(decided):
     assert set(undecided.reference_arm) | set(undecided.control_arm) == set(arms)
     decided_early = decided[decided.stopped == "decided on the first 10 seeds"]
     only_there = set(decided_early.control_arm) - set(arms)
-    runs = {r.key: r for rs in added_seed_plan(arms).values() for r in rs}.values()
+    runs = {r.key: r for rs in added_seed_plan(arms, sequential.ADDED_SEEDS).values() for r in rs}.values()
     assert {arm(r) for r in runs} == set(arms) and not ({arm(r) for r in runs} & only_there)
     assert all(10 <= r.seed < 40 and not r.keeps_weights for r in runs)
     assert len(runs) == 30 * len(arms)

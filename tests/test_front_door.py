@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from llamanat_core import diagram
+from llamanat_core import diagram, paths
+from llamanat_core.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
-PICTURE = ROOT / "artifacts" / "figures" / "decoder.png"
+PICTURE = paths.DIAGRAM_PATH
 ENSURE_CHROMIUM = ROOT / "tools" / "ensure_chromium.sh"
 DOCS = ("README.md", "CONTRIBUTING.md", "benchmarks/README.md")
 LINK = re.compile(r"\]\(([^)\s]+)\)")

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from llamanat_core.paths import ROOT
+
 CHAPTER = "sweep"  # any chapter: the first cells are the same plumbing in every one
 FIRST_CELLS = 4  # parameters, their check, the imports, the first cell that computes
 START_TIMEOUT = 90.0

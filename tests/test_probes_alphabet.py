@@ -1,4 +1,5 @@
-"""The alphabet chapter's data check: the two formulations share every prompt."""
+"""The alphabet chapter's probes: the two formulations share every prompt, the kinds of
+wrong answer, the replayed checkpoints (each its run at 1,200 steps) and the queried mass."""
 import torch
 
 from llamanat_core.probes.alphabet import ANSWER_OFFSET, formulation_check

@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from llamanat_core import TinyLlama, variant_config
-from llamanat_core.kv import KVCache, kv_cache_bytes
+from llamanat_core.kv import KVCache
 from llamanat_core.probes import kv_cache_chapter as kp
+from llamanat_core.published import kv_cache_bytes
 from llamanat_core.study.kv_timing import write_timing
 from llamanat_core.tasks import Recall
 
@@ -82,9 +83,12 @@ def test_load_reference_round_trip(tmp_path):
 
 
 def test_measure_timing_shape_and_threads():
-    before = torch.get_num_threads()
-    t = kp.measure_timing(lengths=(4, 8), repeats=2)
-    assert torch.get_num_threads() == before
+    torch.set_num_threads(3)  # not the tests' one thread, so a forgotten restore shows
+    try:
+        t = kp.measure_timing(lengths=(4, 8), repeats=2)
+        assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(1)
     assert t["lengths"] == [4, 8] and len(t["cached_ms"]) == len(t["recompute_ms"]) == 2
     assert all(x > 0 for x in t["cached_ms"] + t["recompute_ms"])
     assert t["machine"]["threads"] == 1 and t["machine"]["torch"] == torch.__version__

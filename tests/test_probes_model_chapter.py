@@ -1,5 +1,5 @@
-"""The model chapter's probes: the configuration sheet and its mapping, the parameter
-count from a configuration, the compute rules, the causal mask's fill and the loss levels."""
+"""The model chapter's probes: the parameter count of each component from a configuration,
+the causal mask's fill, the loss levels and the plateaus on constructed curves."""
 import math
 
 import pandas as pd

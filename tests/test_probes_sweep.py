@@ -34,7 +34,7 @@ def test_period_table_columns_by_hand():
 
 def test_same_parameters_at_every_base():
     params = parameters_per_base(THETAS)
-    assert set(params.values()) == {102_528}
+    assert len(set(params.values())) == 1  # the base is a constant: no parameter depends on it
     assert period_table(THETAS)["parameters"].nunique() == 1
 
 

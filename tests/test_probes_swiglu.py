@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from llamanat_core import REFERENCE, TinyLlama, mechanism, variant_config
-from llamanat_core.kv import PUBLISHED, PublishedModel
 from llamanat_core.probes import swiglu
+from llamanat_core.published import PUBLISHED, PublishedModel
 from llamanat_core.study import Run, load_weights, weights_path
 
 

@@ -22,37 +22,15 @@ from pathlib import Path
 
 import pytest
 from processes import descendants, gone_within, on_linux
+from tiny_study import TINY_ARGS as TINY
+from tiny_study import read_all, tiny_runs
 
 from llamanat_core.cli import main
-from llamanat_core.study import check_entry, plan, run_study, unique_runs, weights_path
+from llamanat_core.study import check_entry, run_study, weights_path
 from llamanat_core.study import results as results_module
 from llamanat_core.study.executors import ExecutorError, check_address, start_local
-from llamanat_core.study.plan import fingerprint_run
-from llamanat_core.train import Budget
 
 pytestmark = pytest.mark.pool  # one worker runs this file (ONE_WORKER in conftest.py)
-
-TINY = ["--only", "sweep", "--seeds", "0", "--steps", "12"]  # the same 4 runs on the command line
-
-
-def tiny_runs():
-    """4 eager sweep runs, and one run whose weights are kept (the weights path too)."""
-    return unique_runs(plan(("sweep",), seeds=(0,), budget=Budget.for_steps(12), compile=False)) \
-        + [fingerprint_run()]
-
-
-def read_all(cache_dir: Path) -> dict[str, object]:
-    """Every run file (wall time aside, each checked) and every weights file, by name."""
-    out: dict[str, object] = {}
-    for p in sorted(Path(cache_dir).rglob("*")):
-        if p.suffix == ".json":
-            entry, why = check_entry(p)
-            assert entry is not None, f"{p.name}: {why}"
-            out[p.name] = {k: v for k, v in entry.items() if k != "seconds"}
-        elif p.suffix == ".safetensors":
-            out[p.name] = p.read_bytes()
-    return out
-
 
 def study(cache_dir: Path, **options) -> dict[str, dict]:
     cache_dir = Path(cache_dir)
@@ -83,11 +61,8 @@ def ray_instance(token, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory):
-    """The tiny plan through the local pool, in this process."""
-    d = tmp_path_factory.mktemp("local")
-    run_study(tiny_runs(), d, workers=1, weights_dir=d / "weights", progress=False)
-    return read_all(d)
+def reference(tiny_reference):
+    return read_all(tiny_reference)
 
 
 @pytest.fixture
@@ -194,7 +169,7 @@ def test_a_killed_driver_resumes_to_the_same_files(ray_instance, token, referenc
     assert 1 <= len(done) < 4, f"the kill should land mid-plan, found {len(done)} finished runs"
     for p in runs_dir.glob("*.json"):
         assert check_entry(p)[0] is not None  # the runs written before the kill are complete
-    sweep = tiny_runs()[:4]
+    sweep = tiny_runs()
     run_study(sweep, cache, workers=2, weights_dir=cache / "weights", progress=False, executor="ray")
     assert set(stores) == {r.key for r in sweep} - done  # only what was missing
     assert sorted(stores.values()) == [1] * len(stores)

@@ -6,28 +6,49 @@ import pandas as pd
 import pytest
 
 from llamanat_core import replication
+from llamanat_core.paths import ROOT
+
+
+def _problems(name: str, p: replication.Published) -> list[str]:
+    """Why a published number is malformed: its name does not name its finding, or its
+    number is not what its quantity says (an accuracy in [0, 1], a difference in [-1, 1], a
+    count of at most its seeds), its spread is negative, or it rests on more seeds than the
+    study had."""
+    out = []
+    if not name.startswith(p.finding.upper() + "_"):
+        out.append(f"{name} does not name its finding {p.finding!r}")
+    if not 1 <= p.seeds <= replication.SEEDS:
+        out.append(f"{name} rests on {p.seeds} seeds; the study had {replication.SEEDS}")
+    if p.spread is not None and p.spread < 0:
+        out.append(f"{name} has a negative spread")
+    if p.quantity.startswith("seeds"):
+        ok = p.value == int(p.value) and 0 <= p.value <= p.seeds
+    elif " minus " in p.quantity or "difference" in p.quantity:
+        ok = -1 <= p.value <= 1
+    else:
+        ok = 0 <= p.value <= 1
+    return out + ([] if ok else [f"{name}: {p.value} is not a {p.quantity}"])
 
 
 def test_the_published_numbers_are_well_formed():
-    """Each constant names its finding, and its number is what its quantity says: an
-    accuracy in [0, 1], a difference of accuracies in [-1, 1], or a count of at most its
-    seeds; a spread is non-negative; no number rests on more seeds than the study had."""
     assert replication.PUBLISHED
-    for name, p in replication.PUBLISHED.items():
-        assert name.startswith(p.finding.upper() + "_"), f"{name} does not name its finding {p.finding!r}"
-        assert 1 <= p.seeds <= replication.SEEDS, name
-        assert p.spread is None or p.spread >= 0, name
-        if p.quantity.startswith("seeds"):
-            assert p.value == int(p.value) and 0 <= p.value <= p.seeds, name
-        elif " minus " in p.quantity or "difference" in p.quantity:
-            assert -1 <= p.value <= 1, name
-        else:
-            assert 0 <= p.value <= 1, name
+    assert not [x for name, p in replication.PUBLISHED.items() for x in _problems(name, p)]
+
+
+@pytest.mark.parametrize("name, number", [
+    ("A_ACC", replication.Published("a", "test accuracy", 0.5, seeds=replication.SEEDS + 1)),
+    ("A_ACC", replication.Published("a", "test accuracy", 1.2)),
+    ("B_ACC", replication.Published("a", "test accuracy", 0.5)),
+    ("A_SOLVED", replication.Published("a", "seeds solved", replication.SEEDS + 1)),
+    ("A_GAP", replication.Published("a", "accuracy difference", 0.1, spread=-0.1)),
+])
+def test_a_malformed_number_is_caught(name, number):
+    """More seeds than the study had, an accuracy above 1, a name of another finding, a
+    count above the seeds, a negative spread: each is reported."""
+    assert _problems(name, number)
 
 
 def test_every_finding_has_numbers_and_the_citation_exists():
-    from llamanat_core.chapters import ROOT
-
     assert {p.finding for p in replication.PUBLISHED.values()} == set(replication.LETTERS)
     assert {f.letter for f in replication.FINDINGS} == set(replication.LETTERS)
     for letter in replication.LETTERS:

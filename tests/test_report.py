@@ -1,5 +1,5 @@
-"""The report module on constructed frames: seed tables, paired comparisons, the generated
-sentences, chance floors and the strings `display_table` puts on the page."""
+"""The report module on constructed frames (seed tables, number formatting for tables and
+prose, chance labels, what `glue_all` publishes) and the shared figures of `plotting`."""
 from __future__ import annotations
 
 import math
@@ -49,7 +49,7 @@ def test_seed_table_refuses_two_rows_per_seed():
         report.seed_table(df)
 
 
-# ------------------------------------------------------------------ display_table
+# ------------------------------------------------------------------ tables
 
 def test_thousands_formats_integer_columns_only():
     df = pd.DataFrame({"parameters": [102528, 36864], "share": [0.5, 0.25], "name": ["x", "y"],
@@ -64,8 +64,7 @@ def test_thousands_formats_integer_columns_only():
 
 @pytest.mark.parametrize("floor, label", [(1 / 4, "1/4"), (1 / 12, "1/12"), (1 / 1000, "1/1,000")])
 def test_chance_label_writes_a_floor_as_a_fraction(floor, label):
-    """(the floors themselves are stats.chance_floor's, tested there, and have no second name here)"""
-    assert not hasattr(report, "chance")
+    """(the floors themselves are stats.chance_floor's, tested there)"""
     assert report.chance_label(floor) == label
 
 
@@ -74,11 +73,7 @@ def test_chance_label_rejects_what_is_not_one_in_n():
         report.chance_label(0.3)
 
 
-# ------------------------------------------------------------------ paired comparisons
-
-
-# ------------------------------------------------------------------ generated sentences
-
+# ------------------------------------------------------------------ numbers in prose
 
 def test_within_is_the_power_of_ten_above_a_rounding_difference():
     """The same bound for the digits two CPUs give one check (2.3e-09 and 2.8e-09)."""

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 import torch
 from processes import descendants, gone_within, on_linux
+from tiny_study import TINY, TINY_ARGS, read_all, tiny_runs
 
-from llamanat_core import study
+from llamanat_core import study, two_stage
 from llamanat_core.study import Run, check_entry, plan, run_path, run_study, unique_runs
 from llamanat_core.study import verify as verify_module
 from llamanat_core.study.plan import (
@@ -28,34 +29,6 @@ from llamanat_core.study.plan import (
     record_key,
 )
 from llamanat_core.train import Budget, batch_order, training_losses
-
-ROOT = Path(__file__).resolve().parent.parent
-TINY = Budget.for_steps(12)
-
-
-def tiny_runs():
-    return unique_runs(plan(("sweep",), seeds=(0,), budget=TINY, compile=False))  # 4 runs
-
-
-def comparable(entry: dict) -> dict:
-    """Everything but the wall time."""
-    return {k: v for k, v in entry.items() if k != "seconds"}
-
-
-def read_all(cache_dir: Path) -> dict[str, dict]:
-    out = {}
-    for p in sorted((cache_dir / "runs").glob("*.json")):
-        entry, why = check_entry(p)
-        assert entry is not None, f"{p.name}: {why}"
-        out[p.stem] = comparable(entry)
-    return out
-
-
-@pytest.fixture(scope="module")
-def reference_dir(tmp_path_factory):
-    d = tmp_path_factory.mktemp("reference")
-    run_study(tiny_runs(), d, workers=1, weights_dir=d / "w", progress=False)
-    return d
 
 
 def test_plan_shares_runs_between_measurements():
@@ -105,24 +78,24 @@ def test_plan_rejects_bad_input():
 
 
 @pytest.mark.pool
-def test_pool_and_sequential_give_identical_files(reference_dir, tmp_path):
-    run_study(tiny_runs(), tmp_path, workers=2, weights_dir=tmp_path / "w", progress=False)
-    assert read_all(tmp_path) == read_all(reference_dir)
-    assert len(read_all(tmp_path)) == 4
+def test_pool_and_sequential_give_identical_files(tiny_reference, tmp_path):
+    run_study(tiny_runs(), tmp_path, workers=2, weights_dir=tmp_path / "weights", progress=False)
+    assert read_all(tmp_path) == read_all(tiny_reference)
+    assert len(read_all(tmp_path)) == 4 + 1  # the run files and the one kept weights file
 
 
-def test_rerun_uses_the_cache(reference_dir, capsys):
-    before = {p: p.stat().st_mtime_ns for p in (reference_dir / "runs").glob("*.json")}
-    run_study(tiny_runs(), reference_dir, workers=1, weights_dir=reference_dir / "w")
+def test_rerun_uses_the_cache(tiny_reference, capsys):
+    before = {p: p.stat().st_mtime_ns for p in (tiny_reference / "runs").glob("*.json")}
+    run_study(tiny_runs(), tiny_reference, workers=1, weights_dir=tiny_reference / "weights")
     assert "nothing left to run" in capsys.readouterr().err
-    assert {p: p.stat().st_mtime_ns for p in (reference_dir / "runs").glob("*.json")} == before
+    assert {p: p.stat().st_mtime_ns for p in (tiny_reference / "runs").glob("*.json")} == before
 
 
 @pytest.mark.parametrize("damage", ["truncate", "garbage", "wrong-record", "missing-dense",
                                     "short-losses", "stop-out-of-range"])
-def test_bad_cache_entry_is_reported_and_recomputed(reference_dir, tmp_path, capsys, damage):
+def test_bad_cache_entry_is_reported_and_recomputed(tiny_reference, tmp_path, capsys, damage):
     runs = tiny_runs()
-    shutil.copytree(reference_dir, tmp_path, dirs_exist_ok=True)
+    shutil.copytree(tiny_reference, tmp_path, dirs_exist_ok=True)
     victim = run_path(tmp_path, runs[1])
     text = victim.read_text()
     entry = json.loads(text)
@@ -142,10 +115,10 @@ def test_bad_cache_entry_is_reported_and_recomputed(reference_dir, tmp_path, cap
         entry["stop_step"] = 10_000
         victim.write_text(json.dumps(entry))
     assert check_entry(victim)[0] is None
-    run_study(runs, tmp_path, workers=1, weights_dir=tmp_path / "w")
+    run_study(runs, tmp_path, workers=1, weights_dir=tmp_path / "weights")
     err = capsys.readouterr().err
     assert victim.name in err and "recomputing" in err
-    assert read_all(tmp_path) == read_all(reference_dir)
+    assert read_all(tmp_path) == read_all(tiny_reference)
 
 
 def test_a_missing_weights_file_makes_the_run_train_again(tmp_path):
@@ -165,7 +138,7 @@ def test_a_missing_weights_file_makes_the_run_train_again(tmp_path):
 # ---------------------------------------------------------------- faults: a stopped driver,
 # two runners on one cache, a failing write
 
-TINY_CLI = ["study", "--only", "sweep", "--seeds", "0", "--steps", "12"]  # tiny_runs() on the command line
+TINY_CLI = ["study", *TINY_ARGS]
 
 
 def start_study(cache_dir: Path, workers: int) -> subprocess.Popen:
@@ -185,7 +158,7 @@ def start_study(cache_dir: Path, workers: int) -> subprocess.Popen:
     return proc
 
 
-def resume(cache_dir: Path, monkeypatch, capsys, reference_dir) -> str:
+def resume(cache_dir: Path, monkeypatch, capsys, tiny_reference) -> str:
     """Run the stopped study's command again in this process: it must end in the files of
     an uninterrupted study and nothing else (no partial file, no lock). Returns its stderr."""
     from llamanat_core.cli import main
@@ -197,16 +170,16 @@ def resume(cache_dir: Path, monkeypatch, capsys, reference_dir) -> str:
     monkeypatch.setenv("LLAMANAT_COMPILE", "0")
     capsys.readouterr()
     assert main([*TINY_CLI, "--cache-dir", str(cache_dir), "--workers", "1"]) == 0
-    assert read_all(cache_dir) == read_all(reference_dir)
+    assert read_all(cache_dir) == read_all(tiny_reference)
     left = {p.name for p in cache_dir.rglob("*") if p.is_file()}
     kept = {study.weights_path(r, cache_dir).name for r in tiny_runs() if r.keeps_weights}
-    assert kept and left == {f"{k}.json" for k in read_all(reference_dir)} | kept
+    assert kept and left == set(read_all(tiny_reference))
     return capsys.readouterr().err
 
 
 @on_linux
 @pytest.mark.pool
-def test_a_running_study_refuses_a_second_and_stops_cleanly_on_sigterm(reference_dir, tmp_path,
+def test_a_running_study_refuses_a_second_and_stops_cleanly_on_sigterm(tiny_reference, tmp_path,
                                                                       monkeypatch, capsys):
     """A second study on the cache of a running one stops at once with one line naming the
     first (reading the cache needs no lock). SIGTERM (a `kill`, a `timeout`, a container
@@ -234,12 +207,12 @@ def test_a_running_study_refuses_a_second_and_stops_cleanly_on_sigterm(reference
     assert "stopped by SIGTERM" in err[-1] and "run the same command again" in err[-1], err[-3:]
     assert not gone_within(below, 10), "the driver's workers outlived it"
     assert not (cache / "study.lock").exists()
-    resume(cache, monkeypatch, capsys, reference_dir)
+    resume(cache, monkeypatch, capsys, tiny_reference)
 
 
 @on_linux
 @pytest.mark.pool
-def test_sigkilled_driver_leaves_no_worker_and_the_study_resumes(reference_dir, tmp_path,
+def test_sigkilled_driver_leaves_no_worker_and_the_study_resumes(tiny_reference, tmp_path,
                                                                  monkeypatch, capsys):
     """SIGKILL gives the driver no time to end its pool: each worker notices that its driver
     has gone and exits. The next runner takes over the dead driver's lock and removes a
@@ -253,12 +226,12 @@ def test_sigkilled_driver_leaves_no_worker_and_the_study_resumes(reference_dir, 
     assert not gone_within(below, 60), "workers outlived their killed driver"
     cut = cache / "runs" / f".{tiny_runs()[0].key}.json.x1y2.tmp"
     cut.write_text('{"record": ')
-    err = resume(cache, monkeypatch, capsys, reference_dir)
+    err = resume(cache, monkeypatch, capsys, tiny_reference)
     assert f"took over the lock of {cache} from PID {proc.pid}" in err
     assert f"removed {cut}" in err
 
 
-def test_a_failing_write_names_the_file_and_loses_nothing(reference_dir, tmp_path, monkeypatch, capsys):
+def test_a_failing_write_names_the_file_and_loses_nothing(tiny_reference, tmp_path, monkeypatch, capsys):
     """The disk fills up (fsync is where a full disk often says so) at the second file:
     one line names the file and the reason, no partial file is left, the stored run
     stays, and the same command resumes."""
@@ -287,12 +260,12 @@ def test_a_failing_write_names_the_file_and_loses_nothing(reference_dir, tmp_pat
     assert not failed.exists()
     assert [p.name for p in cache.rglob("*") if p.is_file()] == [f"{tiny_runs()[0].key}.json"]
     monkeypatch.setattr(os, "fsync", real_fsync)
-    resume(cache, monkeypatch, capsys, reference_dir)
+    resume(cache, monkeypatch, capsys, tiny_reference)
 
 
-def test_results_frames_are_tidy(reference_dir):
+def test_results_frames_are_tidy(tiny_reference):
     p = plan(("sweep",), seeds=(0,), budget=TINY, compile=False)
-    entries = read_all(reference_dir)
+    entries = run_study(tiny_runs(), tiny_reference, weights_dir=tiny_reference / "weights", progress=False)
     df = study.frame(p, entries)
     assert len(df) == 4 * len(TINY.checkpoints)  # 12 steps: the stop is the last checkpoint
     assert sorted(df.rope_theta.unique()) == [10.0, 100.0, 10_000.0, 1_000_000.0]
@@ -305,16 +278,16 @@ def test_results_frames_are_tidy(reference_dir):
     assert curves.val_acc_8.between(0, 1).all()
 
 
-def test_chapter_curves_are_the_curves_of_the_runs_a_chapter_read(reference_dir):
+def test_chapter_curves_are_the_curves_of_the_runs_a_chapter_read(tiny_reference):
     """Fresh: read from the run files, equal to what the study writes as curves.csv; a run
     whose file is missing is an error naming the file. Committed: only the frame's runs."""
     from llamanat_core.study.results import chapter_curves
 
     p = plan(("sweep",), seeds=(0,), budget=TINY, compile=False)
-    entries = read_all(reference_dir)
+    entries = run_study(tiny_runs(), tiny_reference, weights_dir=tiny_reference / "weights", progress=False)
     df = study.frame(p, entries)
     some = df[df.rope_theta.isin([100.0, 10_000.0])]
-    got = chapter_curves(some, fresh=True, fresh_dir=reference_dir)
+    got = chapter_curves(some, fresh=True, fresh_dir=tiny_reference)
     want = study.curves_frame(unique_runs(p), entries)
     want = want[want.run.isin(set(some.run))].reset_index(drop=True)
     assert set(got.run) == set(some.run) and len(got) == 2 * 12
@@ -323,7 +296,7 @@ def test_chapter_curves_are_the_curves_of_the_runs_a_chapter_read(reference_dir)
     assert got.astype(str).equals(want.astype(str))
     stranger = some.assign(run="0123456789abcdef")
     with pytest.raises(FileNotFoundError, match="0123456789abcdef"):
-        chapter_curves(stranger, fresh=True, fresh_dir=reference_dir)
+        chapter_curves(stranger, fresh=True, fresh_dir=tiny_reference)
     committed = study.load_results()
     one = committed[(committed.variant == "mqa") & (committed.seed == 3)]
     curves = chapter_curves(one)
@@ -460,7 +433,7 @@ def test_sample_spreads_over_tasks_regimes_and_variants():
 def test_committed_study_is_complete():
     """Every run of the plan (the first ten seeds, and the added seeds in the cache) is
     cached and valid; the summaries cover all of them; weights are kept for the first ten."""
-    p = study.study_plan()
+    p = two_stage.study_plan()
     runs = unique_runs(p)
     assert len(runs) >= 390 and {r.seed for r in runs} >= set(range(10))
     missing = [r.label for r in runs if study.load_entry(study.STUDY_DIR, r) is None]
@@ -534,10 +507,22 @@ def test_cli_study_list_and_bad_input(capsys):
     assert "non-negative" in capsys.readouterr().err
 
 
-def test_weights_torch_threads_are_restored():
-    before = torch.get_num_threads()
-    study.execute(Run("addition", "mqa", 0, budget=TINY, compile=False))
-    assert torch.get_num_threads() == before
+def test_execute_trains_on_one_thread_and_restores_the_callers_count(monkeypatch):
+    """The tests run on one thread, which `execute` also uses: the caller here has three, so
+    a forgotten restore (or training on the caller's count) shows."""
+    seen, real_fit = [], study.cache.fit
+
+    def fit(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return real_fit(*args, **kwargs)
+
+    monkeypatch.setattr(study.cache, "fit", fit)
+    torch.set_num_threads(3)
+    try:
+        study.execute(Run("addition", "mqa", 0, budget=TINY, compile=False))
+        assert torch.get_num_threads() == 3 and seen == [1]
+    finally:
+        torch.set_num_threads(1)
 
 
 def test_runs_are_trained_one_compiled_graph_at_a_time_round_robin():

@@ -18,11 +18,11 @@ import torch
 
 from llamanat_core import rdata, text
 from llamanat_core.config import variant_config
+from llamanat_core.paths import ROOT
 from llamanat_core.study import check_entry
 from llamanat_core.study.text_plan import TEXT_THETAS, TextRun, text_arms, text_plan
 from llamanat_core.text_train import TEXT_ENDPOINTS, TextBudget, fit_text, held_out_loss
 
-ROOT = Path(__file__).resolve().parents[1]
 ENSURE_CORPUS = ROOT / "tools" / "ensure_corpus.sh"
 
 

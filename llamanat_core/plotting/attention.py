@@ -8,6 +8,7 @@ from __future__ import annotations
 import matplotlib
 import numpy as np
 
+from ..mechanism import ADDITION_SOURCES, CHAIN, RECALL_ROLES
 from .seeds import legend_outside
 from .style import CHANCE_COLOR, PALETTE, VARIANT_COLORS, VERMILION, use_book_style
 
@@ -118,7 +119,6 @@ def recall_attention_figure(summaries: dict, value: str = "mass"):
     the answer position reads (columns). `summaries` maps a label to a frame."""
     import matplotlib.pyplot as plt
 
-    from ..mechanism import RECALL_ROLES
 
     use_book_style()
     lengths = sorted({int(n) for df in summaries.values() for n in df.n_pairs})
@@ -167,7 +167,6 @@ def addition_attention_figure(summaries: dict, layers=None):
     against the operand digit read (columns), "other" being every other position."""
     import matplotlib.pyplot as plt
 
-    from ..mechanism import ADDITION_SOURCES, CHAIN
 
     use_book_style()
     first = next(iter(summaries.values()))

@@ -3,8 +3,11 @@ per any group of runs.
 """
 from __future__ import annotations
 
+import math
+
 import matplotlib.ticker
 
+from ..comparisons import variant_rows
 from ..config import REGIMES
 from .style import BLUE, CHANCE_COLOR, NEUTRAL, VERMILION, plain_ticks, use_book_style
 
@@ -43,7 +46,6 @@ def loss_figure(curves, variant: str, task: str, regimes=REGIMES, hline: float |
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
-    from ..comparisons import variant_rows
 
     use_book_style()
     fig, axes = plt.subplots(len(GROUPS), len(regimes), figsize=(4.0 * len(regimes) + 1.0, 5.2),
@@ -83,8 +85,6 @@ def text_loss_figure(curves, baselines: dict[str, float] | None = None):
     """Training and validation loss on text, in bits per character, of every seed in
     `curves` (faint) and their median (thick), with each of `baselines` (label -> nats per
     character) as a dotted line."""
-    import math
-
     import matplotlib.pyplot as plt
 
     use_book_style()

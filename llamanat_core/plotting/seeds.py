@@ -10,7 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..config import REGIMES
-from .style import BLUE, CHANCE_COLOR, PALETTE, TASK_COLORS, VARIANT_COLORS
+from ..report import METRIC_NAMES, chance_label
+from ..stats import chance_floor
+from .style import BLUE, CHANCE_COLOR, PALETTE, TASK_COLORS, VARIANT_COLORS, variant_color
 
 
 def _label(index) -> str:
@@ -20,8 +22,6 @@ def _label(index) -> str:
 def chance_line(ax, chance: float, percent: bool = True, label: bool = True):
     """The chance floor of an accuracy axis: a dotted line, labelled 'chance 1/4' just
     outside the right edge of the axes, beside the line's end, where it covers no data."""
-    from ..report import chance_label
-
     y = 100 * chance if percent else chance
     ax.axhline(y, color=CHANCE_COLOR, lw=0.9, ls=":", zorder=1)
     if label:
@@ -80,8 +80,6 @@ def seed_curves(ax, df, by: str, value: str = "test_acc", order=None,
     `x` names another column to plot against (e.g. a depth or a length); `colors` maps a
     group to its colour (default: the variant's colour, else the style's cycle, in
     `order`); `chance` draws the chance floor; the legend sits outside the axes."""
-    from ..report import METRIC_NAMES
-
     scale = 100 if percent else 1
     groups = order or list(dict.fromkeys(df[by]))
     for i, g in enumerate(groups):
@@ -108,7 +106,6 @@ def accuracy_grid(tables: dict, step: int, figsize=(8, 6.4)):
     drawn in the order their keys first appear."""
     import matplotlib.pyplot as plt
 
-    from ..stats import chance_floor
 
     tasks = list(dict.fromkeys(t for t, _ in tables))
     regimes = list(dict.fromkeys(r for _, r in tables))
@@ -128,8 +125,6 @@ def length_panels(data, title: str, rows, pairs=(4, 8, 12), regimes=REGIMES):
     variant, seed, pairs and accuracy; the models were trained at 4 pairs."""
     import matplotlib.pyplot as plt
 
-    from ..stats import chance_floor
-    from .style import variant_color
 
     colors = {v: variant_color(v) for v in rows}
     fig, axes = plt.subplots(1, len(regimes), figsize=(8.6, 3.6), sharey=True)

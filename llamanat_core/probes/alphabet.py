@@ -5,8 +5,18 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
+from ..mechanism import recall_attention
+from ..study import load_model
+from ..study.checkpoints import (  # noqa: F401  (the chapter reads them from here)
+    CHECKPOINT,
+    CHECKPOINT_VARIANTS,
+    FORMULATIONS,
+    checkpoint_dir,
+    checkpoint_path,
+    checkpoint_run,
+)
 from ..tasks import ANSWER0, VALUE0, Recall
-from ..train import Budget
+from ..train import Budget, TaskSpec, run_splits
 
 
 def formulation_check(seeds, pair_counts=(4, 8), budget: Budget = Budget()) -> pd.DataFrame:
@@ -41,48 +51,12 @@ ANSWER_OFFSET = ANSWER0 - VALUE0  # a value symbol's private answer symbol sits 
 
 # ---------------------------------------------------------------- the trained models at 1,200 steps
 #
-# The study keeps no weights of the alphabet runs. Their training is deterministic (one
-# torch thread, the compiled step of the study), so the runs the chapter looks inside are
-# replayed up to the verdicts' checkpoint and their weights committed
-# (`llamanat_core.study.checkpoints`, which checks every replay against the committed run
-# file before writing anything). This module only reads them.
-
-CHECKPOINT = 1_200  # the study's fixed checkpoint, where the accuracy verdicts are taken
-CHECKPOINT_VARIANTS = ("llama", "untied")  # tied and untied head, both formulations
-FORMULATIONS = ("name", "copy")
-
-
-def _root():
-    from ..study.cache import ROOT
-
-    return ROOT
-
-
-def checkpoint_dir():
-    """Where the replayed checkpoints are committed: artifacts/weights/alphabet."""
-    return _root() / "artifacts" / "weights" / "alphabet"
-
-
-def checkpoint_run(variant: str, answer: str, seed: int):
-    """The study's alphabet run (recall, finite data, the committed budget)."""
-    from ..study import Run
-
-    if answer not in FORMULATIONS:
-        raise ValueError(f"answer must be one of {FORMULATIONS}, got {answer!r}")
-    return Run("recall", variant, seed, answer=answer)
-
-
-def checkpoint_path(variant: str, answer: str, seed: int, weights_dir=None):
-    from pathlib import Path
-
-    d = checkpoint_dir() if weights_dir is None else Path(weights_dir)
-    return d / f"{variant}_{answer}_seed{seed}_step{CHECKPOINT}.safetensors"
-
+# The study keeps no weights of the alphabet runs; `study.checkpoints` replays the runs the
+# chapter looks inside up to the verdicts' checkpoint, checks every replay against the
+# committed run file and commits the weights. This module only reads them.
 
 def load_checkpoint(variant: str, answer: str, seed: int, weights_dir=None):
     """The committed weights of an alphabet run at the checkpoint, as an eval-mode model."""
-    from ..study import load_model
-
     run = checkpoint_run(variant, answer, seed)
     path = checkpoint_path(variant, answer, seed, weights_dir)
     if not path.exists():
@@ -160,8 +134,6 @@ def answer_profile(model, prompt: torch.Tensor, target: torch.Tensor, answer: st
 def scored_items(seed: int, answer: str, n_pairs: int = 4, budget: Budget = Budget()):
     """The test items the study scores a run of this seed on (prompt, answer): `fit`'s
     own test set at the training length, its extrapolation set at any other."""
-    from ..train import TaskSpec, run_splits
-
     longer = None if n_pairs == 4 else n_pairs
     data = run_splits(TaskSpec("recall", 4, answer), seed, budget, longer)[1].test
     return data.prompt, data.answer[:, 0]
@@ -171,7 +143,5 @@ def queried_mass(model, seed: int) -> float:
     """The strongest head's attention mass on the queried value, seen from the position
     that predicts the answer (averaged over the seed's validation items): how far a model
     has built the lookup, as one number per model."""
-    from ..mechanism import recall_attention
-
     a = recall_attention(model, seed)
     return float(a[a.role == "queried value"].mass.max())

@@ -11,8 +11,8 @@ import torch
 
 from ..blocks import repeat_kv
 from ..config import REFERENCE, variant_config
-from ..kv import kv_cache_bytes
 from ..model import TinyLlama
+from ..published import kv_cache_bytes
 
 # The three attention layouts of the chapter, most KV heads first.
 LAYOUTS = (("mha", "MHA"), ("llama", "GQA"), ("mqa", "MQA"))

@@ -1,6 +1,6 @@
 """The KV cache, measured: exact arithmetic, identical tokens, real bytes, timings.
 
-The arithmetic is `kv.kv_cache_bytes`. The measured side runs the package's own
+The arithmetic is `published.kv_cache_bytes`. The measured side runs the package's own
 `KVCache` and `TinyLlama.generate`. Timings depend on the machine, so they are measured
 once (`llamanat study --only kv_cache`, which writes them with
 `study.kv_timing.write_timing`) into a committed JSON file that records the machine, and
@@ -9,7 +9,6 @@ and reads: it writes nothing.
 """
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import time
@@ -19,10 +18,12 @@ import pandas as pd
 import torch
 
 from ..config import variant_config
-from ..kv import PUBLISHED, KVCache, greedy_decode, kv_cache_bytes
+from ..kv import KVCache, greedy_decode
 from ..model import TinyLlama
-from ..study import WEIGHTS_DIR, environment, trained_weights
-from ..study.kv_timing import TIMING_PATH
+from ..paths import WEIGHTS_DIR
+from ..published import PUBLISHED, kv_cache_bytes
+from ..study import environment, trained_weights
+from ..study.kv_timing import load_timing  # noqa: F401  (the chapter reads it from here)
 from ..util import torch_threads
 
 LENGTHS = (16, 32, 64, 128, 256, 512, 1024, 2048)
@@ -170,15 +171,3 @@ def measure_timing(lengths=LENGTHS, repeats: int = REPEATS, variant: str = "llam
             "cached_ms": [round(1000 * statistics.median(t), 4) for t in t_cache],
             "recompute_ms": [round(1000 * statistics.median(t), 4) for t in t_full],
             "machine": machine}
-
-
-def load_timing(path: Path = TIMING_PATH) -> dict:
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"no KV-cache timing at {path}; measure it with "
-                                "`llamanat study --only kv_cache` (or fresh=True)")
-    timing = json.loads(path.read_text())
-    missing = {"lengths", "cached_ms", "recompute_ms", "machine"} - timing.keys()
-    if missing or not len(timing["lengths"]) == len(timing["cached_ms"]) == len(timing["recompute_ms"]):
-        raise ValueError(f"KV-cache timing file {path} is malformed (missing {sorted(missing)})")
-    return timing

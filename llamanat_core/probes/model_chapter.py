@@ -16,8 +16,9 @@ import math
 import pandas as pd
 import torch
 
+from ..blocks import causal_mask
 from ..config import Config
-from ..kv import PUBLISHED, PublishedModel, llama_ffn_rule, llama_parameters
+from ..published import PUBLISHED, PublishedModel, llama_ffn_rule, llama_parameters
 
 # ---------------------------------------------------------------- published figures
 
@@ -37,13 +38,6 @@ LLAMA1_TRAINING_TOKENS = {"LLaMA-1 7B": 1.0e12, "LLaMA-1 13B": 1.0e12,
 
 
 # ---------------------------------------------------------------- configurations
-
-def _hf_value(hf_config, name: str):
-    if name == "rope_theta":  # transformers 5 keeps it inside rope_parameters
-        return (getattr(hf_config, "rope_parameters", None) or {}).get("rope_theta",
-                                                                      getattr(hf_config, name, None))
-    return getattr(hf_config, name)
-
 
 def component_counts(cfg: Config) -> dict[str, int]:
     """Parameters per group, from the configuration alone: the groups of
@@ -161,8 +155,6 @@ def transformers_fill(dtype: torch.dtype = torch.float32) -> float:
 def every_query_sees_itself(t_q: int, t_k: int, mask_fn=None) -> bool:
     """In the causal mask of `t_q` queries over `t_k` keys (the last t_q positions of t_k),
     query i is allowed its own position t_k - t_q + i, so no row is fully masked."""
-    from ..blocks import causal_mask
-
     mask = (mask_fn or causal_mask)(t_q, t_k)
     own = torch.arange(t_q) + (t_k - t_q)
     return bool(mask[torch.arange(t_q), own].all())

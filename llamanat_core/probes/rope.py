@@ -186,11 +186,3 @@ def untouched_rows(seed: int = 0, n_pairs: int = 4, batch: int = 64, budget: Bud
         "init_row_norm_unseen": before[seen:].norm(dim=-1).mean().item(),
         "init_row_norm_expected": cfg.init_std * math.sqrt(cfg.d_model),
     }
-
-
-
-
-# ---------------------------------------------------------------- what the trained models read
-
-
-

@@ -15,6 +15,7 @@ import torch
 from ..config import variant_config
 from ..model import TinyLlama
 from ..positional import inverse_frequencies, slowest_period
+from ..tasks import VALUE0, Recall
 
 HEAD_DIM = 16
 LONGEST = 37  # positions 0..37: the 12-pair item (37 tokens before the answer) and its answer
@@ -64,8 +65,6 @@ def value_offsets(n_pairs: int) -> list[int]:
     """How far back each value of an n-pair item sits from the position that reads the
     answer (the probe key, the prompt's last token): `k0 v0 | k1 v1 | ... = kq` puts
     value j at position 3j + 1 and the probe key at 3n."""
-    from ..tasks import VALUE0, Recall
-
     ids = Recall(0, n_pairs).splits(0, 0, 1).test.prompt[0]
     last = len(ids) - 1
     return sorted(last - int(p) for p in torch.nonzero((ids >= VALUE0) & (ids < VALUE0 + 16)).ravel())

@@ -17,9 +17,12 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from ..config import REFERENCE, variant_config
-from ..kv import PUBLISHED
+from ..config import REFERENCE, Config, variant_config
+from ..mechanism import call_arguments
 from ..model import TinyLlama
+from ..published import PUBLISHED, llama_ffn_rule
+from ..study import kept_run, trained_weights, weights_step
+from ..train import fit, run_splits
 from ..util import torch_threads
 
 KINDS = ("relu", "gelu", "swiglu")
@@ -107,9 +110,6 @@ def reference_model(task: str, fresh: bool = False,
     description says so. The inputs are the held-out test items
     as the model reads them in training (every position but the last).
     """
-    from ..study import kept_run, trained_weights, weights_step
-    from ..train import fit, run_splits
-
     run = kept_run(task, "llama", 0, steps, fresh)
     budget = run.budget
     ids = run_splits(run.spec, 0, budget)[1].test.ids[:, :-1]
@@ -135,8 +135,6 @@ def trained_hidden(model: TinyLlama, ids: torch.Tensor) -> dict[str, torch.Tenso
     it is): what float32 would compute, without float32's rounding, which differs from
     one CPU's kernels to another's and would move the chapter's figures by a pixel.
     """
-    from ..mechanism import call_arguments
-
     model = copy.deepcopy(model).double()
     mlps = [layer.mlp for layer in model.layers]
     inputs = [(m, args[0]) for m, args, _ in call_arguments(model, ids, mlps)]
@@ -196,9 +194,6 @@ def full_width_table() -> pd.DataFrame:
     of 256) and LLaMA-1's four sizes (from the published configurations, 3 · d · hidden).
     The ratios are against the two-matrix MLP of width 4d.
     """
-    from ..config import Config
-    from ..kv import llama_ffn_rule
-
     def counted(cfg: Config) -> int:
         return TinyLlama(cfg, seed=None).parameter_breakdown()["mlp"] // cfg.n_layers
 

@@ -4,9 +4,8 @@ runs, the results as pandas, and the early-trajectory check of committed runs.
 plan.py (which runs) -> executors.py (where they train) -> cache.py (one file per run)
 -> results.py (results.csv, curves.csv, the frames chapters read) -> verify.py.
 """
+from ..paths import FRESH_DIR, STUDY_DIR, WEIGHTS_DIR, fresh_runs_dir
 from .cache import (
-    STUDY_DIR,
-    WEIGHTS_DIR,
     check_entry,
     environment,
     execute,
@@ -36,20 +35,17 @@ from .plan import (
     unique_runs,
 )
 from .results import (
-    FRESH_DIR,
     StudySettings,
     chapter_curves,
     chapter_results,
     chapter_text_results,
     curves_frame,
     frame,
-    fresh_runs_dir,
     load_curves,
     load_results,
     load_text_curves,
     load_text_results,
     run_study,
-    study_plan,
     study_settings,
     summary_path,
     write_summary,
@@ -66,5 +62,5 @@ __all__ = ["STUDY_DIR", "WEIGHTS_DIR", "check_entry", "environment", "execute", 
            "FRESH_DIR", "fresh_runs_dir", "chapter_curves", "chapter_results",
            "chapter_text_results", "curves_frame", "frame",
            "load_curves", "load_results", "load_text_curves", "load_text_results",
-           "run_study", "study_plan", "summary_path", "write_summary",
+           "run_study", "summary_path", "write_summary",
            "write_text_summary", "TEXT_MEASUREMENTS", "TEXT_SEEDS", "TextRun", "text_plan"]

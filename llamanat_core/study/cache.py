@@ -14,16 +14,18 @@ import sys
 from pathlib import Path
 
 import torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save
 
-from ..paths import ROOT
+from ..fast import compile_default
+from ..model import TinyLlama
+from ..paths import STUDY_DIR, WEIGHTS_DIR, fresh_runs_dir
 from ..text_train import TEXT_ENDPOINTS, fit_text
-from ..train import fit
+from ..train import Budget, fit
 from ..util import atomic_write_bytes, atomic_write_text, keep_freed_memory, torch_threads
 from .plan import Run, record_key
 from .text_plan import TextRun
 
-STUDY_DIR = ROOT / "artifacts" / "study"  # the committed study
-WEIGHTS_DIR = ROOT / "artifacts" / "weights"
 LOSSES_KEPT = 100  # per-step training losses kept in the run file (verify re-fits 50)
 REQUIRED = {"record", "curve", "dense", "losses", "params", "stop_step", "solve_step"}
 TEXT_REQUIRED = {"record", "dense", "losses", "params", "endpoints"}
@@ -59,9 +61,7 @@ def load_model(path: Path, cfg):
     """The weights in one safetensors file as an eval-mode TinyLlama of `cfg`. A tied head
     is stored once, as the embedding, and comes back tied; any other missing or unexpected
     tensor is an error."""
-    from safetensors.torch import load_file
 
-    from ..model import TinyLlama
 
     model = TinyLlama(cfg, seed=None)
     missing, unexpected = model.load_state_dict(load_file(str(path)), strict=False)
@@ -91,8 +91,6 @@ def study_compile(committed: bool) -> bool:
     """Whether a study's runs train compiled: the committed study always is; any other
     (a reader's fresh runs, a separate cache) follows LLAMANAT_COMPILE. Compiled and eager
     steps round differently, so the choice is part of every run's key."""
-    from ..fast import compile_default
-
     return True if committed else compile_default()
 
 
@@ -100,8 +98,6 @@ def kept_run(task: str, variant: str, seed: int, steps: int | None = None,
              fresh: bool = False) -> Run:
     """The finite-data run whose weights a chapter reads: the committed study's, or with
     fresh=True the reader's own, trained by the chapter at a cap of `steps`."""
-    from ..train import Budget
-
     budget = Budget.for_steps(None if steps is None else int(steps))
     return Run(task, variant, seed, budget=budget, compile=study_compile(committed=not fresh))
 
@@ -112,8 +108,6 @@ def trained_weights(task: str, variant: str, seed: int, steps: int | None = None
     fresh)` as an eval-mode TinyLlama, from the committed weights (artifacts/weights),
     the fresh runs' folder with fresh=True, or `weights_dir`; None where none were kept."""
     if weights_dir is None:
-        from .results import fresh_runs_dir
-
         weights_dir = fresh_runs_dir() / "weights" if fresh else WEIGHTS_DIR
     run = kept_run(task, variant, seed, steps, fresh)
     path = weights_path(run, weights_dir)
@@ -122,8 +116,6 @@ def trained_weights(task: str, variant: str, seed: int, steps: int | None = None
 
 def weights_step(path: Path) -> int:
     """The training step at which a run's weights were saved (from their metadata)."""
-    from safetensors import safe_open
-
     with safe_open(str(path), "pt") as f:
         return int(json.loads(f.metadata()["run"])["step"])
 
@@ -211,7 +203,6 @@ def _weights(run, model, step: int) -> bytes | None:
     """The safetensors bytes of a run whose weights are kept (the tied head saved once)."""
     if not run.keeps_weights:
         return None
-    from safetensors.torch import save
 
     state = {k: v.contiguous() for k, v in model.state_dict().items()
              if k != "lm_head.weight" or not run.config.tie_embeddings}

@@ -1,4 +1,5 @@
-"""The alphabet chapter's replayed checkpoints: written here, read by `probes.alphabet`.
+"""The alphabet chapter's replayed checkpoints: where they are, written here, read by
+`probes.alphabet`.
 
 The study keeps no weights of the alphabet runs. Their training is deterministic (one
 torch thread, the compiled step of the study), so the runs the chapter looks inside are
@@ -11,22 +12,44 @@ bit-identical) before writing anything.
 """
 from __future__ import annotations
 
-from ..probes.alphabet import (
-    CHECKPOINT,
-    CHECKPOINT_VARIANTS,
-    FORMULATIONS,
-    checkpoint_path,
-    checkpoint_run,
-)
+import argparse
+import json
+from pathlib import Path
+
+from safetensors.torch import save
+
+from ..paths import ALPHABET_WEIGHTS_DIR, STUDY_DIR
+from ..train import setup
+from ..util import atomic_write_bytes, torch_threads
+from .cache import run_path
+from .plan import SEEDS, Run
+
+CHECKPOINT = 1_200  # the study's fixed checkpoint, where the accuracy verdicts are taken
+CHECKPOINT_VARIANTS = ("llama", "untied")  # tied and untied head, both formulations
+FORMULATIONS = ("name", "copy")
+
+
+def checkpoint_dir() -> Path:
+    """Where the replayed checkpoints are committed: artifacts/weights/alphabet."""
+    return ALPHABET_WEIGHTS_DIR
+
+
+def checkpoint_run(variant: str, answer: str, seed: int) -> Run:
+    """The study's alphabet run (recall, finite data, the committed budget)."""
+    if answer not in FORMULATIONS:
+        raise ValueError(f"answer must be one of {FORMULATIONS}, got {answer!r}")
+    return Run("recall", variant, seed, answer=answer)
+
+
+def checkpoint_path(variant: str, answer: str, seed: int, weights_dir=None) -> Path:
+    d = checkpoint_dir() if weights_dir is None else Path(weights_dir)
+    return d / f"{variant}_{answer}_seed{seed}_step{CHECKPOINT}.safetensors"
 
 
 def replay(run, steps: int = CHECKPOINT):
     """Train `run` exactly as the study did, for `steps` steps, without evaluating (an
     evaluation does not touch the training state). Returns the model, in eval mode, and
     its per-step training losses."""
-    from ..train import setup
-    from ..util import torch_threads
-
     with torch_threads(1):
         start = setup(run.config, run.spec, run.seed, run.budget, fast=True, compile=run.compile)
         losses = start.train(steps)
@@ -36,10 +59,6 @@ def replay(run, steps: int = CHECKPOINT):
 def check_replay(run, losses, cache_dir=None) -> None:
     """Raise unless `losses` are the committed run's: its kept first losses and its
     training loss at the checkpoint, bit for bit."""
-    import json
-
-    from .cache import STUDY_DIR, run_path
-
     entry = json.loads(run_path(STUDY_DIR if cache_dir is None else cache_dir, run).read_text())
     kept = entry["losses"]
     at = [c for c in entry["curve"] if c["step"] == len(losses)]
@@ -51,12 +70,6 @@ def check_replay(run, losses, cache_dir=None) -> None:
 def save_checkpoint(variant: str, answer: str, seed: int, weights_dir=None) -> None:
     """Replay one alphabet run to the checkpoint, check it, write its weights atomically
     (a tied head stored once, as the embedding)."""
-    import json
-
-    from safetensors.torch import save
-
-    from ..util import atomic_write_bytes
-
     run = checkpoint_run(variant, answer, seed)
     model, losses = replay(run)
     check_replay(run, losses)
@@ -71,10 +84,6 @@ def save_checkpoint(variant: str, answer: str, seed: int, weights_dir=None) -> N
 
 def main(argv=None) -> int:
     """Regenerate every checkpoint the chapter reads (minutes per run on a busy CPU)."""
-    import argparse
-
-    from .plan import SEEDS
-
     ap = argparse.ArgumentParser(prog="python -m llamanat_core.study.checkpoints",
                                  description=main.__doc__)
     ap.add_argument("--variants", default=",".join(CHECKPOINT_VARIANTS))

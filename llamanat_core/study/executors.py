@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from ..paths import PACKAGE_DIR
 from .cache import execute
 from .plan import Run
 
@@ -133,7 +134,6 @@ class ExecutorError(ValueError):
 
 CONNECT_TIMEOUT = 10.0  # seconds to wait for a cluster's head to answer
 MAX_RETRIES = 3  # a task whose worker process dies is run again, up to this many times
-PACKAGE_DIR = Path(__file__).resolve().parents[1]  # llamanat_core, shipped to a cluster's nodes
 # Ray 2.60 advertises and binds a new node on the machine's network address; with its
 # single-machine mode (the default on macOS and Windows) every server binds 127.0.0.1.
 _SINGLE_MACHINE = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
@@ -145,7 +145,7 @@ START_ATTEMPTS = 3
 
 def import_ray():
     try:
-        import ray
+        import ray  # optional and heavy: only with --executor ray
     except ImportError:
         raise ExecutorError("Ray is not installed in this environment; install the project's "
                             "requirements (pip install -r requirements.txt) or use --executor local"
@@ -181,7 +181,7 @@ def check_ray(address: str | None = None, timeout: float = CONNECT_TIMEOUT):
 def _stop_half_started(error: BaseException) -> None:
     """Stop the servers of a node whose start timed out. ray.init drops the node object on
     the error, so it is found in the traceback (the frame of its constructor)."""
-    from ray._private.node import Node
+    from ray._private.node import Node  # optional: only with --executor ray
 
     tb = error.__traceback__
     while tb is not None:
@@ -200,7 +200,7 @@ def start_local(cpus: int, temp_dir: str | Path | None = None) -> None:
     about 107 characters). A start that times out (`_STARTUP_TIMEOUT`) has its servers
     stopped and is tried again, `START_ATTEMPTS` times in all."""
     ray = import_ray()
-    from ray._private import ray_constants
+    from ray._private import ray_constants  # optional: only with --executor ray
 
     saved = ray_constants.ENABLE_RAY_CLUSTER, os.environ.get(_SINGLE_MACHINE)
     ray_constants.ENABLE_RAY_CLUSTER = False  # this process

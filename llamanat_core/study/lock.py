@@ -44,7 +44,7 @@ def _holder(fd: int, tries: int = 1) -> tuple[str, str] | None:
 
 def _open_locked(path: Path) -> int:
     """A descriptor of `path` holding its flock; CacheLocked if another process holds it."""
-    import fcntl
+    import fcntl  # POSIX only: the lock is taken where it exists
 
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)

@@ -179,14 +179,12 @@ def arm(run: Run) -> tuple:
     return (run.task, run.variant, run.regime, float(run.config.rope_theta), run.spec.answer)
 
 
-def added_seed_plan(arms, budget: Budget = Budget(), compile: bool = True) -> dict[str, list[Run]]:
-    """The added seeds of the rows in `arms` (see `llamanat_core.sequential`), under the
-    measurements those rows belong to, row by row: a row's seeds run together, so
+def added_seed_plan(arms, seeds, budget: Budget = Budget(), compile: bool = True) -> dict[str, list[Run]]:
+    """The added `seeds` of the rows in `arms` (the two-stage design's, `sequential.py`), under
+    the measurements those rows belong to, row by row: a row's seeds run together, so
     comparisons complete one after another rather than all at the end."""
-    from ..sequential import ADDED_SEEDS
-
     arms = set(arms)
-    full = plan(seeds=ADDED_SEEDS, budget=budget, compile=compile)
+    full = plan(seeds=seeds, budget=budget, compile=compile)
     return {m: [r for r in runs if arm(r) in arms] for m, runs in full.items()}
 
 

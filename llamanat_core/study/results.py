@@ -6,29 +6,30 @@ columns of every run, plus a row at the stop when a run went past 1,200 steps.
 """
 from __future__ import annotations
 
-import os
+import json
 import sys
 import time
 from contextlib import closing
 from pathlib import Path
 from typing import NamedTuple
 
+import pandas as pd
+
 from ..config import REGIMES, VARIANTS
+from ..paths import QUICK_DIR, STUDY_DIR, fresh_runs_dir
 from ..train import Budget
 from ..util import atomic_write_text, remove_partial_writes
 from .cache import (
-    ROOT,
-    STUDY_DIR,
     is_committed,
     load_entry,
-    run_path,
     store,
     study_compile,
     study_weights_dir,
 )
 from .executors import EXECUTORS, Stopped, stop_on_signals
 from .lock import cache_lock
-from .plan import MEASUREMENTS, SEEDS, Run, added_seed_plan, interleave_graphs, merge_plans, plan, unique_runs
+from .plan import MEASUREMENTS, SEEDS, Run, check_seeds, interleave_graphs, plan, unique_runs
+from .text_plan import TEXT_SEEDS, text_plan
 
 
 class StudySettings(NamedTuple):
@@ -49,7 +50,7 @@ def study_settings(quick: bool = False, steps: int | None = None, seeds=None,
     there is a ValueError (listing the committed runs is allowed either way)."""
     if quick:
         budget, seeds = Budget.for_steps(steps or 60), seeds or (0, 1)
-        cache_dir = Path(cache_dir or ".quick")
+        cache_dir = Path(cache_dir or QUICK_DIR)
     else:
         budget, seeds = Budget.for_steps(steps), seeds or SEEDS
         cache_dir = Path(cache_dir) if cache_dir else STUDY_DIR
@@ -107,7 +108,7 @@ def _train(todo: list[Run], entries: dict[str, dict], cache_dir: Path, weights_d
            executor: str, workers: int, progress: bool, options: dict) -> None:
     """`run_study`'s loop: store each result as it arrives. Stopped (SIGTERM, SIGINT) or
     failing (a write), the executor ends its workers and one line says what was kept."""
-    from tqdm.auto import tqdm
+    from tqdm.auto import tqdm  # the progress bar: only when runs are trained
 
     bar = tqdm(total=len(todo), unit="run", disable=not progress, file=sys.stderr, dynamic_ncols=True)
     total, t0 = len(entries) + len(todo), time.perf_counter()
@@ -135,26 +136,6 @@ def _train(todo: list[Run], entries: dict[str, dict], cache_dir: Path, weights_d
         print(f"study: ran {len(todo)} runs in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
 
 
-def study_plan(cache_dir: Path = STUDY_DIR, budget: Budget = Budget(), compile: bool = True,
-               train_added: bool = False) -> dict[str, list[Run]]:
-    """The whole study: the first ten seeds of every row, plus the seeds the stage-1 rule
-    adds to the rows it leaves undecided (`comparisons.added_seed_arms`, decided on the
-    first ten seeds alone). Added runs count only once cached, unless `train_added`: a
-    plain `llamanat study` (and `make book`) never starts hours of added runs."""
-    from ..comparisons import added_seed_arms, decide
-
-    first = plan(MEASUREMENTS, SEEDS, budget, compile)
-    runs = unique_runs(first)
-    weights = study_weights_dir(cache_dir)
-    entries = {r.key: e for r in runs if (e := load_entry(cache_dir, r, weights)) is not None}
-    if len(entries) < len(runs):
-        return first  # the rule reads a complete first stage
-    added = added_seed_plan(added_seed_arms(decide(frame(first, entries))), budget, compile)
-    if not train_added:
-        added = {m: [r for r in rs if run_path(cache_dir, r).exists()] for m, rs in added.items()}
-    return merge_plans(first, added)
-
-
 # ---------------------------------------------------------------- results as pandas
 
 def _run_columns(r: Run, e: dict) -> dict:
@@ -170,8 +151,6 @@ def _run_columns(r: Run, e: dict) -> dict:
 
 def frame(p: dict[str, list[Run]], entries: dict[str, dict]):
     """Tidy frame: one row per (measurement, run, test checkpoint)."""
-    import pandas as pd
-
     rows = []
     for measurement, runs in p.items():
         for r in runs:
@@ -192,8 +171,6 @@ def frame(p: dict[str, list[Run]], entries: dict[str, dict]):
 
 def curves_frame(runs: list[Run], entries: dict[str, dict]):
     """Tidy frame of the dense curves: one row per (run, evaluation)."""
-    import pandas as pd
-
     rows = []
     for r in runs:
         e = entries.get(r.key)
@@ -211,8 +188,6 @@ def curves_frame(runs: list[Run], entries: dict[str, dict]):
 def text_frame(runs, entries: dict[str, dict]):
     """The text study: one row per run, its endpoints in nats per character (NaN where a
     learned position table cannot read the window)."""
-    import pandas as pd
-
     rows = []
     for r in runs:
         e = entries.get(r.key)
@@ -227,8 +202,6 @@ def text_frame(runs, entries: dict[str, dict]):
 
 def text_curves_frame(runs, entries: dict[str, dict]):
     """The text runs' validation curves: one row per (run, evaluation)."""
-    import pandas as pd
-
     rows = [{"run": r.key, "variant": r.variant, "seed": r.seed, "rope_theta": r.config.rope_theta,
              "lr_scale": r.lr_scale, **point}
             for r in runs if (e := entries.get(r.key)) is not None for point in e["dense"]]
@@ -280,7 +253,6 @@ def write_summary(p: dict[str, list[Run]], entries: dict[str, dict], cache_dir: 
 
 
 def _read(path: Path):
-    import pandas as pd
 
     if not path.exists():
         raise FileNotFoundError(f"no study results at {path}; run `llamanat study` first")
@@ -305,16 +277,6 @@ def load_curves(cache_dir: Path = STUDY_DIR):
     return _read(curves_path(cache_dir))
 
 
-FRESH_DIR = ROOT / ".fresh"  # a reader's own re-runs; never committed
-FRESH_DIR_ENV = "LLAMANAT_FRESH_DIR"
-
-
-def fresh_runs_dir() -> Path:
-    """Where a reader's fresh=True runs go: $LLAMANAT_FRESH_DIR if set (the chapter runner
-    sets it, tests point it at a temporary folder), else `.fresh/`."""
-    return Path(os.environ.get(FRESH_DIR_ENV) or FRESH_DIR)
-
-
 def chapter_results(measurements, fresh: bool = False, seeds=SEEDS, steps: int | None = None,
                     workers: int = 1, variants=None, regime: str | None = "finite",
                     fresh_dir: Path | None = None):
@@ -322,8 +284,6 @@ def chapter_results(measurements, fresh: bool = False, seeds=SEEDS, steps: int |
     here through the resumable runner with the given seeds and cap of steps.
     `variants` keeps only those rows (a chapter re-trains just what it shows); `regime`
     keeps one data regime (None keeps both)."""
-    from .plan import check_seeds
-
     if isinstance(measurements, str):
         measurements = (measurements,)
     if variants is not None:
@@ -367,9 +327,6 @@ def chapter_text_results(fresh: bool = False, seeds=None, steps: int | None = No
     the committed study's runs among `seeds` (every seed it has for None; an error if it
     has none of them), or with fresh=True the runs of `variants` re-trained here at a cap
     of `steps` (all of the text arms if None)."""
-    from .plan import check_seeds
-    from .text_plan import TEXT_SEEDS, text_plan
-
     if not fresh:
         if steps is not None:
             raise ValueError(f"steps={steps} applies only with fresh=True")
@@ -402,9 +359,7 @@ def chapter_curves(results, fresh: bool = False, fresh_dir: Path | None = None):
     `chapter_results` returned: the committed study's curves, or with fresh=True the
     reader's own runs, read from their run files in the fresh cache (where
     `chapter_results(..., fresh=True)` trained them)."""
-    import json
 
-    import pandas as pd
 
     keys = list(dict.fromkeys(results.run))
     if not fresh:
