@@ -13,6 +13,7 @@ from .config import EXPECTED_PARAMETERS, REGIMES, VARIANTS, variant_config
 from .model import TinyLlama
 from .paths import ARTIFACTS_DIR, FRESH_CHAPTERS_DIR, KV_TIMING_PATH, ROOT
 from .probes.kv_cache_chapter import arithmetic_table, human_bytes, measure_timing
+from .sequential import ADDED_SEEDS
 from .study import (
     MEASUREMENTS,
     SEEDS,
@@ -211,7 +212,7 @@ def _text_plan(texts, settings, added: bool) -> dict:
     if not added or not (settings.cache_dir / TEXT_RESULTS).exists():
         return first
     arms = text_added_arms(decide_text(load_text_results(settings.cache_dir or STUDY_DIR)))
-    return merge_plans(first, text_added_plan(arms, steps))
+    return merge_plans(first, text_added_plan(arms, ADDED_SEEDS, steps))
 
 
 def _run_text(text: dict, settings, args, options) -> None:

@@ -450,10 +450,11 @@ def test_committed_study_is_complete():
 
 def _cached_text_runs():
     """The text runs in the committed cache: the first ten seeds and any added ones."""
+    from llamanat_core.sequential import ADDED_SEEDS
     from llamanat_core.study.plan import merge_plans
     from llamanat_core.study.text_plan import text_added_plan, text_arms
 
-    candidates = unique_runs(merge_plans(study.text_plan(), text_added_plan(text_arms())))
+    candidates = unique_runs(merge_plans(study.text_plan(), text_added_plan(text_arms(), ADDED_SEEDS)))
     return [r for r in candidates if study.load_entry(study.STUDY_DIR, r) is not None]
 
 

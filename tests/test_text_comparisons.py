@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from llamanat_core.sequential import ADDED_SEEDS
 from llamanat_core.study.text_plan import text_added_plan
 from llamanat_core.text_comparisons import TEXT_MARGIN, decide_text, text_added_arms, text_arm
 
@@ -58,7 +59,7 @@ def test_a_split_comparison_waits_for_its_added_seeds_then_decides():
     assert np.isnan(ln.ci_low) and np.isnan(ln.ci_high)  # no interval end while seeds run
     arms = text_added_arms(d)
     assert arms == [("layernorm", ()), ("llama", ())]
-    added = text_added_plan(arms)["text"]
+    added = text_added_plan(arms, ADDED_SEEDS)["text"]
     assert len(added) == 60 and {r.seed for r in added} == set(range(10, 40))
     done = _row(decide_text(_study(extra_seeds=True)), "layernorm")
     assert done.n == 40 and done.verdict == "better" and done.stopped == "two stages: 40 seeds"

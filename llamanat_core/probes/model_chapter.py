@@ -16,7 +16,7 @@ import math
 import pandas as pd
 import torch
 
-from ..blocks import causal_mask
+from ..blocks import Attention, causal_mask
 from ..config import Config
 from ..published import PUBLISHED, PublishedModel, llama_ffn_rule, llama_parameters
 
@@ -123,8 +123,6 @@ def attention_for(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
     """A one-head attention layer (the package's `Attention`, no rotary positions) whose
     projections turn the one-hot tokens `eye(T, C)` into exactly q, k and v (T, C), and
     whose output projection is the identity. -> (layer, x (1, T, C))."""
-    from ..blocks import Attention
-
     t, c = q.shape
     layer = Attention(Config(d_model=c, n_heads=1, n_kv_heads=1, head_dim=c), layer=0).eval()
     for proj, rows in ((layer.q_proj, q), (layer.k_proj, k), (layer.v_proj, v)):

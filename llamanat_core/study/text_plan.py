@@ -99,11 +99,10 @@ def text_plan(only=TEXT_MEASUREMENTS, seeds=TEXT_SEEDS, steps: int | None = None
     return out
 
 
-def text_added_plan(arms, steps: int | None = None) -> dict[str, list[TextRun]]:
-    """The added seeds (10–39) of the text arms in `arms` ((variant, overrides) pairs, as
-    `text_comparisons.text_added_arms` lists the arms of the comparisons the stage-1 rule
-    sends on), arm by arm, so comparisons complete one after another."""
-    from ..sequential import ADDED_SEEDS
-
+def text_added_plan(arms, seeds, steps: int | None = None) -> dict[str, list[TextRun]]:
+    """The added `seeds` (the design's 10–39) of the text arms in `arms` ((variant,
+    overrides) pairs, as `text_comparisons.text_added_arms` lists the arms of the
+    comparisons the stage-1 rule sends on), arm by arm, so comparisons complete one after
+    another."""
     budget = TextBudget.for_steps(steps)
-    return {"text": [TextRun(v, s, tuple(o), 1.0, budget) for v, o in arms for s in ADDED_SEEDS]}
+    return {"text": [TextRun(v, s, tuple(o), 1.0, budget) for v, o in arms for s in check_seeds(seeds)]}
