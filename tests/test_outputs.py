@@ -20,7 +20,7 @@ ARTIFACTS = sorted((ROOT / "artifacts").glob("*.ipynb"))
 
 NOT_YET = {"methods", "results"}
 """Executed before their rewrite; they print reprs until they are executed again."""
-TOO_WIDE_YET = {"results"}
+TOO_WIDE_YET = {"results", "methods"}
 """Its verdict tables are being rewritten; until then they are wider than the page."""
 
 REPRS = {

@@ -17,12 +17,12 @@ YEARS = {"sensesensibility": 1811, "prideprejudice": 1813, "mansfieldpark": 1814
 
 
 def corpus_table() -> pd.DataFrame:
-    """One row per novel: title, year, characters, and the part of the study it serves."""
+    """One row per novel: title and year, characters, and the part of the study it serves."""
     rows = []
     for name in NOVELS:
         n = len(read_novel(name))
         role = "training" if name in TRAIN_NOVELS else "validation (first half), test (second half)"
-        rows.append({"novel": TITLES[name], "published": str(YEARS[name]), "characters": n, "used for": role})
+        rows.append({"novel": f"{TITLES[name]} ({YEARS[name]})", "characters": n, "used for": role})
     return pd.DataFrame(rows).set_index("novel")
 
 
