@@ -16,6 +16,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
+from llamanat_core.paths import ROOT
 from llamanat_core.study import STUDY_DIR, run_study
 from llamanat_core.study.text_plan import TextRun
 from llamanat_core.util import atomic_write_text
@@ -40,7 +41,7 @@ def pilot(workers: int, cache_dir: Path) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--write", action="store_true", help=f"write {OUT.relative_to(STUDY_DIR.parents[1])}")
+    ap.add_argument("--write", action="store_true", help=f"write {OUT.relative_to(ROOT)}")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         out = pilot(args.workers, Path(scratch))

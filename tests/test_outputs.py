@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from llamanat_core.paths import ROOT
+
 ARTIFACTS = sorted((ROOT / "artifacts").glob("*.ipynb"))
 
 NOT_YET = {"methods", "results"}
