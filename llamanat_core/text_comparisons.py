@@ -167,3 +167,21 @@ def learning_rate_table(results: pd.DataFrame, seeds=(0, 1, 2)) -> pd.DataFrame:
                     "difference at ×1": at_one, "difference at best rates": at_best,
                     "same_sign": bool(np.sign(at_one) == np.sign(at_best))})
     return pd.DataFrame(out).set_index("comparison")
+
+
+def text_row(decisions: pd.DataFrame, comparison: str, metric: str = "loss_end") -> pd.Series:
+    """One row of `decide_text` by its control's label; verdict `absent` (NaN numbers)
+    when the row is not there yet (its runs have not started)."""
+    hit = decisions[(decisions.comparison == comparison) & (decisions.metric == metric)]
+    if len(hit):
+        return hit.iloc[0]
+    return pd.Series({c: np.nan for c in TEXT_DECISION_COLUMNS} | {"comparison": comparison,
+                                                                  "metric": metric, "verdict": "absent"})
+
+
+def labelled_curves(runs: pd.DataFrame, curves: pd.DataFrame) -> pd.DataFrame:
+    """The text curves with each run's arm as a label: the variant, or `base N` for the
+    reference at another rotation base."""
+    label = runs.set_index("run").apply(
+        lambda r: r.variant if r.rope_theta == REFERENCE_THETA else f"base {r.rope_theta:,.0f}", axis=1)
+    return curves.assign(label=curves.run.map(label))

@@ -464,7 +464,7 @@ def test_committed_text_study_matches_its_summary():
     text = _cached_text_runs()
     assert {r.key for r in text} == set(study.load_text_results().run)
     assert set(study.load_text_curves().run) == {r.key for r in text}
-    planned = {r.key for r in unique_runs(study.study_plan())} | {r.key for r in text}
+    planned = {r.key for r in unique_runs(two_stage.study_plan())} | {r.key for r in text}
     assert {p.stem for p in (study.STUDY_DIR / "runs").glob("*.json")} == planned
 
 

@@ -30,6 +30,7 @@ from .attention import (
 from .curves import (
     loss_curves_axes,
     loss_figure,
+    text_arms_figure,
     text_loss_figure,
 )
 from .seeds import (
@@ -73,7 +74,7 @@ from .style import (
     variant_color,
 )
 
-__all__ = ["text_loss_figure",
+__all__ = ["text_arms_figure", "text_loss_figure",
            "DPI", "FIGSIZE", "PALETTE", "NEUTRAL", "BLUE", "ORANGE", "SKY", "GREEN", "VERMILION",
            "PURPLE", "BLACK", "VARIANT_COLORS", "FIGURE_GROUPS", "TASK_COLORS", "CHANCE_COLOR",
            "STYLE", "PNG_METADATA", "PRINT_KWARGS", "use_book_style", "variant_color", "png_bytes",

@@ -102,3 +102,34 @@ def text_loss_figure(curves, baselines: dict[str, float] | None = None):
     ax.plot([], [], color=BLUE, lw=2.0, ls="--", label="validation, median")
     ax.legend(fontsize=8.5, loc="upper center")
     return fig
+
+
+def text_arms_figure(curves, arms: dict[str, str]):
+    """Validation loss on the held-out novel, in bits per character, of several text arms:
+    each seed faint and the arms' medians thick, one colour per arm. `arms` maps a label
+    to a `variant_color` name; `curves` carries a `label` column naming each run's arm."""
+    import math
+
+    import matplotlib.pyplot as plt
+
+    from .style import variant_color
+
+    use_book_style()
+    fig, ax = plt.subplots(figsize=(6.4, 3.4), layout="constrained")
+    for label, colour_of in arms.items():
+        g = curves[curves.label == label].assign(bits=lambda d: d.val_loss / math.log(2))
+        if g.empty:  # an arm whose runs have not started
+            continue
+        colour = variant_color(colour_of)
+        for _seed, s in g.groupby("seed"):
+            ax.plot(s.step, s.bits, color=colour, lw=0.6, alpha=0.25)
+        median = g.pivot_table(index="step", columns="seed", values="bits").median(axis=1)
+        ax.plot(median.index, median.values, color=colour, lw=2.0,
+                label=f"{label} ({g.seed.nunique()} seeds)")
+    ax.set_yscale("log")
+    plain_ticks(ax, "y")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("held-out loss (bits per character)")
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda t, _: f"{t:,.0f}"))
+    ax.legend(fontsize=8.5)
+    return fig

@@ -12,17 +12,14 @@ from ..study.cache import load_weights
 from ..study.text_plan import TextRun
 from ..text import HELD_OUT, NOVELS, TITLES, TRAIN_NOVELS, Corpus, read_novel, split_held_out
 
-YEARS = {"sensesensibility": 1811, "prideprejudice": 1813, "mansfieldpark": 1814, "emma": 1815,
-         "northangerabbey": 1817, "persuasion": 1817}  # first published
-
 
 def corpus_table() -> pd.DataFrame:
-    """One row per novel: title and year, characters, and the part of the study it serves."""
+    """One row per novel: title, characters, and the part of the study it serves."""
     rows = []
     for name in NOVELS:
         n = len(read_novel(name))
         role = "training" if name in TRAIN_NOVELS else "validation (first half), test (second half)"
-        rows.append({"novel": f"{TITLES[name]} ({YEARS[name]})", "characters": n, "used for": role})
+        rows.append({"novel": TITLES[name], "characters": n, "used for": role})
     return pd.DataFrame(rows).set_index("novel")
 
 
