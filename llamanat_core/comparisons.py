@@ -135,11 +135,6 @@ def _paired(ref: pd.DataFrame, ctl: pd.DataFrame) -> pd.DataFrame:
     return ref.merge(ctl, on="seed", suffixes=("_r", "_c")).sort_values("seed").reset_index(drop=True)
 
 
-def runs(results: pd.DataFrame) -> pd.DataFrame:
-    """One row per run (see `runs_table`): time to solve and the accuracies."""
-    return runs_table(results)
-
-
 # ---------------------------------------------------------------- memorisation
 
 def loss_at_stop(curves: pd.DataFrame) -> pd.DataFrame:

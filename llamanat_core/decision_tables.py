@@ -130,7 +130,7 @@ def row_label(row) -> str:
     if row.measurement == "sweep":
         return "base " + row.control.removeprefix("rope_theta=")
     if row.measurement == "alphabet":
-        return row.comparison.replace(" vs ", " vs ")
+        return row.comparison
     control = "every control" if row.verdict == "not learned" else row.control
     if row.measurement == "matrix":
         return f"{control}, {row.task}, {row.regime}"

@@ -149,6 +149,18 @@ def _run_columns(r: Run, e: dict) -> dict:
             "censored": solve is None, "stop_step": e["stop_step"]}
 
 
+LONGER_VAL = ("val_acc_8", "val_acc_12")
+
+
+def with_columns(df, columns):
+    """`df` with each of `columns` present: a study with no recall run (a reader's addition
+    runs) still has the longer-recall columns every reader of the frame expects, as NaN."""
+    for col in columns:
+        if col not in df:
+            df[col] = float("nan")
+    return df
+
+
 def frame(p: dict[str, list[Run]], entries: dict[str, dict]):
     """Tidy frame: one row per (measurement, run, test checkpoint)."""
     rows = []
@@ -162,10 +174,7 @@ def frame(p: dict[str, list[Run]], entries: dict[str, dict]):
                 rows.append({**base, **point, "final": point["step"] == r.budget.min_steps,
                              "at_stop": point["step"] == e["stop_step"],
                              "final_loss": e["final_loss"]})
-    df = pd.DataFrame(rows)
-    for col in ("test_acc_8", "test_acc_12"):
-        if col not in df:
-            df[col] = float("nan")
+    df = with_columns(pd.DataFrame(rows), ("test_acc_8", "test_acc_12"))
     return df
 
 
@@ -178,10 +187,7 @@ def curves_frame(runs: list[Run], entries: dict[str, dict]):
             continue
         base = _run_columns(r, e)
         rows += [{**base, **point} for point in e["dense"]]
-    df = pd.DataFrame(rows)
-    for col in ("val_acc_8", "val_acc_12"):
-        if col not in df:
-            df[col] = float("nan")
+    df = with_columns(pd.DataFrame(rows), LONGER_VAL)
     return df
 
 
@@ -375,8 +381,5 @@ def chapter_curves(results, fresh: bool = False, fresh_dir: Path | None = None):
                                     f"..., fresh=True) first")
         base = {"run": key, **{c: ident.at[key, c] for c in _RUN_COLUMNS[1:]}}
         rows += [{**base, **point} for point in json.loads(path.read_text())["dense"]]
-    df = pd.DataFrame(rows, columns=None if rows else list(_RUN_COLUMNS))
-    for col in ("val_acc_8", "val_acc_12"):
-        if col not in df:
-            df[col] = float("nan")
+    df = with_columns(pd.DataFrame(rows, columns=None if rows else list(_RUN_COLUMNS)), LONGER_VAL)
     return df
