@@ -190,24 +190,21 @@ def test_plumbing_is_out_of_sight(path):
 
 @pytest.mark.parametrize("path", SOURCES, ids=[p.stem for p in SOURCES])
 def test_conclusions_are_guarded_by_hidden_claim_cells(path):
-    """Every chapter guards its text with claim cells: removed from the page, calling
-    `claims.claim`, and lenient only on a reader's own run (strict=not fresh), so the
-    committed chapter fails to execute when the data stop supporting a sentence."""
+    """Every chapter guards its text with claim cells: removed from the page and calling
+    `claims.claim`, which is strict on the committed study and warns on a reader's own run
+    (the chapter runner's parameter check says which), so the committed chapter fails to
+    execute when the data stop supporting a sentence. No cell picks its own strictness."""
     nb = read(path)
     code = [c for c in nb.cells if c.cell_type == "code"]
     claims = [c for c in code if "claim" in tags(c)]
     assert claims, f"{path.name}: no cell tagged `claim`"
-    # a chapter either binds claim = functools.partial(claims.claim, strict=not fresh) once,
-    # or passes strict=not fresh on every call
-    binding = r"^claim = functools\.partial\(claims\.claim, strict=not fresh\)"
-    bound = any(re.search(binding, c.source, re.M) for c in code)
     for c in claims:
         assert "remove-cell" in tags(c), f"{path.name}: claim cell {c.id} is shown in the page"
         calls = len(re.findall(r"(?<![\w.])claim\(|claims\.claim\(", c.source))
         assert calls, f"{path.name}: claim cell {c.id} asserts nothing through claims.claim"
-        assert bound or c.source.count("strict=not fresh") == calls, \
-            f"{path.name}: claim cell {c.id}: every claim must pass strict=not fresh"
         assert not _glue_calls(c.source), f"{path.name}: claim cell {c.id} also glues"
+    assert not any("strict=" in c.source for c in code), \
+        f"{path.name}: a claim's strictness comes from the chapter's parameters, not the cell"
 
 
 # ------------------------------------------------------------------ reproducible execution
