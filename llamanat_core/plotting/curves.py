@@ -9,7 +9,7 @@ import matplotlib.ticker
 
 from ..comparisons import variant_rows
 from ..config import REGIMES
-from .style import BLUE, CHANCE_COLOR, NEUTRAL, VERMILION, plain_ticks, use_book_style
+from .style import BLUE, CHANCE_COLOR, NEUTRAL, VERMILION, plain_ticks, use_book_style, variant_color
 
 # ---------------------------------------------------------------- losses
 
@@ -111,8 +111,6 @@ def text_arms_figure(curves, arms: dict[str, str]):
     import math
 
     import matplotlib.pyplot as plt
-
-    from .style import variant_color
 
     use_book_style()
     fig, ax = plt.subplots(figsize=(6.4, 3.4), layout="constrained")
