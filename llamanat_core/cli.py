@@ -211,7 +211,7 @@ def _text_plan(texts, settings, added: bool) -> dict:
     first = text_plan(texts, settings.seeds, steps, lr_seeds)
     if not added or not (settings.cache_dir / TEXT_RESULTS).exists():
         return first
-    arms = text_added_arms(decide_text(load_text_results(settings.cache_dir or STUDY_DIR)))
+    arms = text_added_arms(decide_text(load_text_results(settings.cache_dir)))
     return merge_plans(first, text_added_plan(arms, ADDED_SEEDS, steps))
 
 

@@ -41,7 +41,6 @@ SHA256 = {
     "northangerabbey": "8618a5acf5be50cc6e9b7680c7469fb6012649ab08c709dfc63c6367989fd31d",
     "persuasion": "726513a6c18bb678427bcbcf7c72d0d20816a67c25b0471b26ddcabf3ebac140",
 }
-DEB = "r-cran-janeaustenr=1.0.0-1"
 ALPHABET = ("\n !\"&'()*,-.0123456789:;?ABCDEFGHIJKLMNOPQRSTUVWXYZ[]_"
             "abcdefghijklmnopqrstuvwxyz£")
 VOCAB_SIZE = len(ALPHABET)  # 81
