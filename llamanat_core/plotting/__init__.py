@@ -10,6 +10,8 @@ seeds.py      each seed's value per row (`seed_points`, `seed_curves`), the chan
               item length (`length_panels`)
 curves.py     training and validation loss curves: per regime, solved and unsolved seeds
               apart, each seed faint and the median thick
+mlp.py        the feed-forward's functions and the SwiGLU gate (`activation_figure`,
+              `gate_figure`)
 attention.py  attention maps and the task summaries of `llamanat_core.mechanism`
 decisions.py  what `comparisons.decide` returns: the forest of the primary endpoints, the
               share solved by each step, per-seed strips, an interval read off its test
@@ -33,6 +35,7 @@ from .curves import (
     text_arms_figure,
     text_loss_figure,
 )
+from .mlp import KIND_COLORS, activation_figure, gate_figure
 from .seeds import (
     accuracy_grid,
     chance_line,
@@ -74,7 +77,7 @@ from .style import (
     variant_color,
 )
 
-__all__ = ["text_arms_figure", "text_loss_figure",
+__all__ = ["text_arms_figure", "text_loss_figure", "KIND_COLORS", "activation_figure", "gate_figure",
            "DPI", "FIGSIZE", "PALETTE", "NEUTRAL", "BLUE", "ORANGE", "SKY", "GREEN", "VERMILION",
            "PURPLE", "BLACK", "VARIANT_COLORS", "FIGURE_GROUPS", "TASK_COLORS", "CHANCE_COLOR",
            "STYLE", "PNG_METADATA", "PRINT_KWARGS", "use_book_style", "variant_color", "png_bytes",
