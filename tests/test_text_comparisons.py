@@ -88,3 +88,16 @@ def test_the_learning_rate_table_finds_each_arms_best_rate():
     assert t["difference at ×1"] == pytest.approx(0.02)
     assert t["difference at best rates"] == pytest.approx(-0.04)
     assert not t.same_sign  # worse at the common rate, better once each arm has its own
+
+
+def test_runs_and_curves_are_labelled_by_their_arm():
+    from llamanat_core.text_comparisons import labelled_curves, labelled_runs
+
+    runs = _study().assign(run=lambda d: [f"r{i}" for i in range(len(d))])
+    labels = labelled_runs(runs).drop_duplicates("label").set_index("label")
+    assert list(labels.index) == ["llama", "gelu_mlp", "mqa", "layernorm", "abs_pos", "base 1,000,000"]
+    assert labels.loc["base 1,000,000"].rope_theta == 1_000_000.0
+    assert set(labels.index) - {"llama"} == set(decide_text(runs).comparison)  # decide_text's names
+    curves = pd.DataFrame({"run": ["r0", f"r{len(runs) - 1}"], "step": [50, 50]})
+    assert labelled_curves(runs, curves).label.tolist() == ["llama", "base 1,000,000"]
+    assert labelled_runs(runs.iloc[:0]).empty
