@@ -13,7 +13,6 @@ from .config import EXPECTED_PARAMETERS, REGIMES, VARIANTS, variant_config
 from .model import TinyLlama
 from .paths import ARTIFACTS_DIR, FRESH_CHAPTERS_DIR, KV_TIMING_PATH, ROOT
 from .probes.kv_cache_chapter import arithmetic_table, human_bytes, measure_timing
-from .sequential import ADDED_SEEDS
 from .study import (
     MEASUREMENTS,
     SEEDS,
@@ -27,15 +26,12 @@ from .study import (
 )
 from .study.executors import check_ray
 from .study.kv_timing import ensure_timing
-from .study.plan import merge_plans
-from .study.results import TEXT_RESULTS, load_text_results
-from .study.text_plan import LR_SEEDS, TEXT_MEASUREMENTS, text_added_plan, text_plan
+from .study.text_plan import LR_SEEDS, TEXT_MEASUREMENTS
 from .study.verify import TOLERANCE, VERIFY_STEPS, describe, verify
 from .text import VOCAB_SIZE, load_corpus
-from .text_comparisons import decide_text, text_added_arms
 from .text_train import TEXT_ENDPOINTS, TextBudget, fit_text
 from .train import Budget, TaskSpec, fit
-from .two_stage import study_plan
+from .two_stage import study_plan, text_study_plan
 from .util import WriteError
 
 
@@ -205,14 +201,11 @@ def cmd_study(args) -> int:
 def _text_plan(texts, settings, added: bool) -> dict:
     """The text measurements at the study's settings: the full budget, or the cap of
     --steps/--quick; --seeds picks the seeds (the learning-rate check keeps those of 0–2).
-    With `added`, also the seeds 10–39 the stage-1 rule adds, once the first ten are in."""
+    Seeds 10–39 of the rows stage one leaves undecided are trained with `added`, and
+    otherwise kept in the summary where they are cached (`two_stage.text_study_plan`)."""
     steps = None if settings.budget == Budget() else settings.budget.steps
     lr_seeds = tuple(s for s in settings.seeds if s in LR_SEEDS) or settings.seeds[:1]
-    first = text_plan(texts, settings.seeds, steps, lr_seeds)
-    if not added or not (settings.cache_dir / TEXT_RESULTS).exists():
-        return first
-    arms = text_added_arms(decide_text(load_text_results(settings.cache_dir)))
-    return merge_plans(first, text_added_plan(arms, ADDED_SEEDS, steps))
+    return text_study_plan(settings.cache_dir, texts, settings.seeds, steps, lr_seeds, train_added=added)
 
 
 def _run_text(text: dict, settings, args, options) -> None:
