@@ -163,7 +163,7 @@ def _fit_text(args, overrides: dict) -> int:
 def cmd_study(args) -> int:
 
     settings = study_settings(args.quick, args.steps, args.seeds, args.cache_dir, args.list)
-    only = tuple(args.only) if args.only else MEASUREMENTS + ("kv_cache",)
+    only = tuple(args.only) if args.only else MEASUREMENTS + ("kv_cache",) + TEXT_MEASUREMENTS
     texts = tuple(m for m in only if m in TEXT_MEASUREMENTS)
     measurements = tuple(m for m in only if m != "kv_cache" and m not in texts)
     options = _executor_options(args, measurements + texts)
@@ -318,8 +318,8 @@ def _add_study(sub) -> None:
                                    "machine or a cluster; either way this process writes every run file.")
     p.add_argument("--only", nargs="+",
                    choices=("matrix", "length", "sweep", "alphabet", "kv_cache", "text", "text_lr"),
-                   help="only these measurements (kv_cache re-measures the timings; text and "
-                        "text_lr, the text study and its learning-rate check, run only when named)")
+                   help="only these measurements (default: all; kv_cache re-measures the timings; "
+                        "text and text_lr are the text study and its learning-rate check)")
     p.add_argument("--seeds", type=_seeds, default=None, help="e.g. 0-9 or 0,2 (default 0-9)")
     p.add_argument("--workers", type=_positive, default=1,
                    help="worker processes, one thread each (with --executor ray and no --address: "
