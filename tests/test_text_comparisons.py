@@ -119,3 +119,16 @@ def test_the_text_study_plan_adds_seeds_only_to_undecided_rows_and_only_when_ask
 
     monkeypatch.setattr(two_stage, "load_entry", lambda c, r, w: None if r.seed == 9 else entry(c, r, w))
     assert two_stage.text_study_plan(tmp_path, ("text",), train_added=True)["text"] == first
+
+
+def test_the_paired_differences_are_control_minus_reference_seed_by_seed():
+    from llamanat_core.text_comparisons import text_differences
+
+    d = text_differences(_study())
+    g = d[d.comparison == "gelu_mlp"]
+    assert list(g.seed) == list(range(10)) and np.allclose(g.difference, 0.08)
+    assert len(d[d.comparison == "layernorm"]) == 10
+    both = text_differences(_study(extra_seeds=True))
+    assert len(both[both.comparison == "layernorm"]) == 40  # every seed both arms have
+    assert set(d[d.comparison == "base 1,000,000"].family) == {"text_sweep"}
+    assert np.allclose(d[d.comparison == "base 1,000,000"].difference, -0.02)
