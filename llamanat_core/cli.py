@@ -13,7 +13,6 @@ from .config import EXPECTED_PARAMETERS, REGIMES, VARIANTS, variant_config
 from .model import TinyLlama
 from .paths import ARTIFACTS_DIR, FRESH_CHAPTERS_DIR, KV_TIMING_PATH, ROOT
 from .probes.kv_cache_chapter import arithmetic_table, human_bytes, measure_timing
-from .sequential import ADDED_SEEDS
 from .study import (
     MEASUREMENTS,
     SEEDS,
@@ -27,15 +26,12 @@ from .study import (
 )
 from .study.executors import check_ray
 from .study.kv_timing import ensure_timing
-from .study.plan import merge_plans
-from .study.results import TEXT_RESULTS, load_text_results
-from .study.text_plan import LR_SEEDS, TEXT_MEASUREMENTS, text_added_plan, text_plan
+from .study.text_plan import LR_SEEDS, TEXT_MEASUREMENTS
 from .study.verify import TOLERANCE, VERIFY_STEPS, describe, verify
 from .text import VOCAB_SIZE, load_corpus
-from .text_comparisons import decide_text, text_added_arms
 from .text_train import TEXT_ENDPOINTS, TextBudget, fit_text
 from .train import Budget, TaskSpec, fit
-from .two_stage import study_plan
+from .two_stage import study_plan, text_study_plan
 from .util import WriteError
 
 
@@ -167,7 +163,7 @@ def _fit_text(args, overrides: dict) -> int:
 def cmd_study(args) -> int:
 
     settings = study_settings(args.quick, args.steps, args.seeds, args.cache_dir, args.list)
-    only = tuple(args.only) if args.only else MEASUREMENTS + ("kv_cache",)
+    only = tuple(args.only) if args.only else MEASUREMENTS + ("kv_cache",) + TEXT_MEASUREMENTS
     texts = tuple(m for m in only if m in TEXT_MEASUREMENTS)
     measurements = tuple(m for m in only if m != "kv_cache" and m not in texts)
     options = _executor_options(args, measurements + texts)
@@ -205,14 +201,11 @@ def cmd_study(args) -> int:
 def _text_plan(texts, settings, added: bool) -> dict:
     """The text measurements at the study's settings: the full budget, or the cap of
     --steps/--quick; --seeds picks the seeds (the learning-rate check keeps those of 0–2).
-    With `added`, also the seeds 10–39 the stage-1 rule adds, once the first ten are in."""
+    Seeds 10–39 of the rows stage one leaves undecided are trained with `added`, and
+    otherwise kept in the summary where they are cached (`two_stage.text_study_plan`)."""
     steps = None if settings.budget == Budget() else settings.budget.steps
     lr_seeds = tuple(s for s in settings.seeds if s in LR_SEEDS) or settings.seeds[:1]
-    first = text_plan(texts, settings.seeds, steps, lr_seeds)
-    if not added or not (settings.cache_dir / TEXT_RESULTS).exists():
-        return first
-    arms = text_added_arms(decide_text(load_text_results(settings.cache_dir)))
-    return merge_plans(first, text_added_plan(arms, ADDED_SEEDS, steps))
+    return text_study_plan(settings.cache_dir, texts, settings.seeds, steps, lr_seeds, train_added=added)
 
 
 def _run_text(text: dict, settings, args, options) -> None:
@@ -325,8 +318,8 @@ def _add_study(sub) -> None:
                                    "machine or a cluster; either way this process writes every run file.")
     p.add_argument("--only", nargs="+",
                    choices=("matrix", "length", "sweep", "alphabet", "kv_cache", "text", "text_lr"),
-                   help="only these measurements (kv_cache re-measures the timings; text and "
-                        "text_lr, the text study and its learning-rate check, run only when named)")
+                   help="only these measurements (default: all; kv_cache re-measures the timings; "
+                        "text and text_lr are the text study and its learning-rate check)")
     p.add_argument("--seeds", type=_seeds, default=None, help="e.g. 0-9 or 0,2 (default 0-9)")
     p.add_argument("--workers", type=_positive, default=1,
                    help="worker processes, one thread each (with --executor ray and no --address: "

@@ -8,7 +8,7 @@ held-out test loss of `text_train.TEXT_ENDPOINTS`, in nats per character:
   (extrapolation to windows two and four times the training context; not defined for the
   learned position table, which has no rows there).
 
-**The margin.** Two arms are called equivalent when the interval of their mean difference
+**The margin.** Two arms are called equivalent when the interval of their median difference
 lies inside ±`TEXT_MARGIN` nats per character. The published scale: GLU variants beat a
 GELU feed-forward by about 0.04 nats per subword token (Shazeer 2020), and a subword token
 of English holds about four characters, so the smallest published effect among these
@@ -146,6 +146,18 @@ def decide_text(results: pd.DataFrame) -> pd.DataFrame:
                          "level": d.level, "verdict": VERDICT_WORDS.get(d.verdict, d.verdict)})
     out = pd.concat([df.drop(columns="level"), pd.DataFrame(finished, index=df.index)], axis=1)
     return out[TEXT_DECISION_COLUMNS]
+
+
+def text_differences(results: pd.DataFrame, metric: str = "loss_end") -> pd.DataFrame:
+    """Every comparison's paired differences, control − reference, seed by seed (nats per
+    character), at the reference learning rate: the numbers each verdict is read from,
+    for their spread."""
+    out = []
+    for family, control, ref, ctl in text_comparisons(results):
+        pair = ref[["seed", metric]].merge(ctl[["seed", metric]], on="seed", suffixes=("_r", "_c")).dropna()
+        out.append(pd.DataFrame({"family": family, "comparison": control, "seed": pair.seed,
+                                 "difference": pair[f"{metric}_c"] - pair[f"{metric}_r"]}))
+    return pd.concat(out, ignore_index=True).sort_values(["family", "comparison", "seed"], kind="stable")
 
 
 def learning_rate_table(results: pd.DataFrame, seeds=(0, 1, 2)) -> pd.DataFrame:

@@ -487,15 +487,24 @@ def comparisons_arms():
 
 def test_cli_study_list_and_bad_input(capsys):
     from llamanat_core.cli import main
+    from llamanat_core.text_comparisons import decide_text, text_added_arms
+
+    def added(lines):
+        return [line for line in lines if int(line.split("seed=")[-1]) >= 10]
 
     assert main(["study", "--list"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    added = [line for line in lines[:-1] if int(line.split("seed=")[-1]) >= 10]
-    # the first ten seeds of every row, then whichever added seeds are in the cache
-    assert len(lines) == 390 + len(added) + 1 and lines[-1].startswith("kv_cache")
+    text = [line for line in lines[:-1] if " text" in line]
+    puzzles = [line for line in lines[:-1] if " text" not in line]
+    # the first ten seeds of every row (the text study's 110 and its 66 learning-rate
+    # runs among them), then whichever added seeds are in the cache
+    assert len(puzzles) == 390 + len(added(puzzles)) and lines[-1].startswith("kv_cache")
+    assert len(text) == 176 + len(added(text))
     assert main(["study", "--list", "--added-seeds"]) == 0
     every = capsys.readouterr().out.splitlines()
-    assert len(every) == 390 + 30 * len(comparisons_arms()) + 1
+    first_ten = study.load_text_results().query("seed < 10")
+    text_arms = text_added_arms(decide_text(first_ten))
+    assert len(every) == 390 + 30 * len(comparisons_arms()) + 176 + 30 * len(text_arms) + 1
     assert main(["study", "--list", "--added-seeds", "--only", "matrix"]) == 2
     assert "--added-seeds extends the whole study" in capsys.readouterr().err
     assert main(["study", "--steps", "100"]) == 2

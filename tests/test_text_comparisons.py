@@ -90,6 +90,50 @@ def test_the_learning_rate_table_finds_each_arms_best_rate():
     assert not t.same_sign  # worse at the common rate, better once each arm has its own
 
 
+def test_the_text_study_plan_adds_seeds_only_to_undecided_rows_and_only_when_asked(tmp_path, monkeypatch):
+    from llamanat_core import two_stage
+    from llamanat_core.study.cache import run_path
+    from llamanat_core.study.text_plan import text_plan
+
+    losses = {(r.variant, r.rope_theta, r.seed): r.loss_end for r in _study().itertuples()}
+    first = text_plan(("text",))["text"]
+
+    def entry(cache_dir, run, weights):  # the constructed study's loss for each first-stage run
+        key = (run.variant, run.config.rope_theta, run.seed)
+        loss = losses.get(key, losses[("llama", 10_000.0, run.seed)] + 0.08)  # others: worse
+        return {"params": 1, "seconds": 1.0, "endpoints": {
+            "loss_end": loss, "loss_half": loss + 0.1, "loss_2x": loss + 0.2, "loss_4x": loss + 0.4}}
+
+    monkeypatch.setattr(two_stage, "load_entry", entry)
+    plain = two_stage.text_study_plan(tmp_path, ("text",))
+    assert plain["text"] == first  # nothing added is cached yet, so nothing is added
+    trained = two_stage.text_study_plan(tmp_path, ("text",), train_added=True)["text"]
+    added = trained[len(first):]
+    assert {(r.variant, r.overrides) for r in added} == {("layernorm", ()), ("llama", ())}  # mqa: equivalent
+    assert {r.seed for r in added} == set(range(10, 40))
+    cached = added[:5]
+    for r in cached:
+        run_path(tmp_path, r).parent.mkdir(exist_ok=True)
+        run_path(tmp_path, r).write_text("{}")
+    assert two_stage.text_study_plan(tmp_path, ("text",))["text"] == first + cached
+
+    monkeypatch.setattr(two_stage, "load_entry", lambda c, r, w: None if r.seed == 9 else entry(c, r, w))
+    assert two_stage.text_study_plan(tmp_path, ("text",), train_added=True)["text"] == first
+
+
+def test_the_paired_differences_are_control_minus_reference_seed_by_seed():
+    from llamanat_core.text_comparisons import text_differences
+
+    d = text_differences(_study())
+    g = d[d.comparison == "gelu_mlp"]
+    assert list(g.seed) == list(range(10)) and np.allclose(g.difference, 0.08)
+    assert len(d[d.comparison == "layernorm"]) == 10
+    both = text_differences(_study(extra_seeds=True))
+    assert len(both[both.comparison == "layernorm"]) == 40  # every seed both arms have
+    assert set(d[d.comparison == "base 1,000,000"].family) == {"text_sweep"}
+    assert np.allclose(d[d.comparison == "base 1,000,000"].difference, -0.02)
+
+
 def test_runs_and_curves_are_labelled_by_their_arm():
     from llamanat_core.text_comparisons import labelled_curves, labelled_runs
 
