@@ -191,9 +191,15 @@ def text_row(decisions: pd.DataFrame, comparison: str, metric: str = "loss_end")
                                                                   "metric": metric, "verdict": "absent"})
 
 
+def labelled_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The text runs with each run's arm as a `label`: the variant, or `base N` for the
+    reference at another rotation base (the labels of `decide_text`'s comparisons)."""
+    if runs.empty:
+        return runs.assign(label=pd.Series(dtype=str))
+    return runs.assign(label=runs.apply(
+        lambda r: r.variant if r.rope_theta == REFERENCE_THETA else f"base {r.rope_theta:,.0f}", axis=1))
+
+
 def labelled_curves(runs: pd.DataFrame, curves: pd.DataFrame) -> pd.DataFrame:
-    """The text curves with each run's arm as a label: the variant, or `base N` for the
-    reference at another rotation base."""
-    label = runs.set_index("run").apply(
-        lambda r: r.variant if r.rope_theta == REFERENCE_THETA else f"base {r.rope_theta:,.0f}", axis=1)
-    return curves.assign(label=curves.run.map(label))
+    """The text curves with each run's arm as a label (as `labelled_runs`)."""
+    return curves.assign(label=curves.run.map(labelled_runs(runs).set_index("run").label))

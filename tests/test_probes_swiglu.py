@@ -128,3 +128,31 @@ def test_gate_bins_and_kill_summary_on_hand_values():
     assert s["median_up_all"] == 2.0 and s["median_hidden_off"] < 0.01 * s["median_up_off"]
     assert s["factor"] == pytest.approx(5 / (1 + math.exp(5)))
     assert math.isnan(swiglu.kill_summary(gate, up, hidden, below=-20)["median_up_off"])
+
+
+def test_the_gate_figure_draws_what_the_bins_hold():
+    from llamanat_core.plotting import gate_figure, png_bytes
+
+    gate = torch.tensor([-9.0, -7.0, -1.0, 0.5, 2.0])
+    up = torch.tensor([10.0, -6.0, 1.0, 1.0, 2.0])
+    bins = swiglu.gate_bins(gate, up, torch.nn.functional.silu(gate) * up, [-10, -5, 0, 5])
+    fig = gate_figure({"addition": bins, "recall": bins.iloc[1:]}, kill_below=-5.0)
+    constructed, addition, recall = fig.axes[:3]
+    (dashed, solid), (dashed_r, _) = addition.get_lines()[:2], recall.get_lines()[:2]
+    assert dashed.get_xdata().tolist() == [-7.5, -2.5, 2.5]  # bin centres
+    assert dashed.get_ydata().tolist() == bins["median |up|"].tolist()
+    assert solid.get_ydata().tolist() == bins["median |hidden|"].tolist()
+    assert len(dashed_r.get_xdata()) == 2  # each task its own bins
+    assert constructed.get_lines()[0].get_xdata()[0] == -5.0  # the threshold line
+    assert png_bytes(fig) == png_bytes(gate_figure({"addition": bins, "recall": bins.iloc[1:]}, -5.0))
+    assert png_bytes(fig) != png_bytes(gate_figure({"addition": bins, "recall": bins.iloc[1:]}, -3.0))
+
+
+def test_the_activation_figure_shows_relu_as_the_only_switch():
+    from llamanat_core.plotting import activation_figure
+
+    fig = activation_figure()
+    for bottom in fig.axes[2:]:  # the factors: ReLU's a step of 0 and 1, the other smooth
+        step, smooth = bottom.get_lines()
+        assert set(step.get_ydata().tolist()) == {0.0, 1.0}
+        assert 0 < smooth.get_ydata().min() and smooth.get_ydata().max() < 1

@@ -420,3 +420,19 @@ def test_matrix_numbers_rows_and_columns_and_writes_infinity_and_minus_signs():
     assert table.values.tolist() == [["2.0", "−∞"], ["−0.5", "1,234.0"]]
     mask = report.matrix(torch.tensor([[True, False], [True, True]]), "query", "key")
     assert mask.values.tolist() == [["1", "0"], ["1", "1"]] and list(mask.columns) == [0, 1]
+
+
+def test_the_text_windows_figure_draws_each_arm_at_one_two_and_four_windows():
+    from llamanat_core.plotting import png_bytes, text_windows_figure, variant_color
+
+    runs = pd.DataFrame({"label": ["llama", "llama", "base 10"], "loss_end": [1.0, 1.2, 1.1],
+                         "loss_2x": [1.4, 1.6, 1.2], "loss_4x": [2.0, 2.2, 1.3]})
+    fig = text_windows_figure(runs, {"llama": "llama", "base 10": "#D55E00", "base 100": "#009E73"}, 48)
+    ax = fig.axes[0]
+    means = [line for line in ax.get_lines() if line.get_linewidth() == 2.0]
+    assert [m.get_label() for m in means] == ["llama (2 seeds)", "base 10 (1 seed)"]  # no base 100 runs
+    assert list(means[0].get_xdata()) == [48, 96, 192]
+    assert np.allclose(means[0].get_ydata(), np.array([1.1, 1.5, 2.1]) / math.log(2))  # bits, the mean
+    assert means[1].get_color() == "#D55E00" and means[0].get_color() == variant_color("llama")
+    again = text_windows_figure(runs, {"llama": "llama", "base 10": "#D55E00"}, 48)
+    assert png_bytes(fig) == png_bytes(again)

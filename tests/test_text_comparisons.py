@@ -132,3 +132,16 @@ def test_the_paired_differences_are_control_minus_reference_seed_by_seed():
     assert len(both[both.comparison == "layernorm"]) == 40  # every seed both arms have
     assert set(d[d.comparison == "base 1,000,000"].family) == {"text_sweep"}
     assert np.allclose(d[d.comparison == "base 1,000,000"].difference, -0.02)
+
+
+def test_runs_and_curves_are_labelled_by_their_arm():
+    from llamanat_core.text_comparisons import labelled_curves, labelled_runs
+
+    runs = _study().assign(run=lambda d: [f"r{i}" for i in range(len(d))])
+    labels = labelled_runs(runs).drop_duplicates("label").set_index("label")
+    assert list(labels.index) == ["llama", "gelu_mlp", "mqa", "layernorm", "abs_pos", "base 1,000,000"]
+    assert labels.loc["base 1,000,000"].rope_theta == 1_000_000.0
+    assert set(labels.index) - {"llama"} == set(decide_text(runs).comparison)  # decide_text's names
+    curves = pd.DataFrame({"run": ["r0", f"r{len(runs) - 1}"], "step": [50, 50]})
+    assert labelled_curves(runs, curves).label.tolist() == ["llama", "base 1,000,000"]
+    assert labelled_runs(runs.iloc[:0]).empty

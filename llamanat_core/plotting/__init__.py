@@ -9,7 +9,10 @@ seeds.py      each seed's value per row (`seed_points`, `seed_curves`), the chan
               accuracy per task × regime at a checkpoint (`accuracy_grid`), accuracy by
               item length (`length_panels`)
 curves.py     training and validation loss curves: per regime, solved and unsolved seeds
-              apart, each seed faint and the median thick
+              apart, each seed faint and the median thick; on text, the arms' held-out
+              curves and their loss on windows longer than trained (`text_windows_figure`)
+mlp.py        the feed-forward's functions and the SwiGLU gate (`activation_figure`,
+              `gate_figure`)
 attention.py  attention maps and the task summaries of `llamanat_core.mechanism`
 decisions.py  what `comparisons.decide` returns: the forest of the primary endpoints, the
               share solved by each step, per-seed strips, an interval read off its test
@@ -32,7 +35,9 @@ from .curves import (
     loss_figure,
     text_arms_figure,
     text_loss_figure,
+    text_windows_figure,
 )
+from .mlp import KIND_COLORS, activation_figure, gate_figure
 from .seeds import (
     accuracy_grid,
     chance_line,
@@ -74,7 +79,8 @@ from .style import (
     variant_color,
 )
 
-__all__ = ["text_arms_figure", "text_loss_figure",
+__all__ = ["text_arms_figure", "text_loss_figure", "text_windows_figure",
+           "KIND_COLORS", "activation_figure", "gate_figure",
            "DPI", "FIGSIZE", "PALETTE", "NEUTRAL", "BLUE", "ORANGE", "SKY", "GREEN", "VERMILION",
            "PURPLE", "BLACK", "VARIANT_COLORS", "FIGURE_GROUPS", "TASK_COLORS", "CHANCE_COLOR",
            "STYLE", "PNG_METADATA", "PRINT_KWARGS", "use_book_style", "variant_color", "png_bytes",

@@ -107,7 +107,8 @@ def text_loss_figure(curves, baselines: dict[str, float] | None = None):
 def text_arms_figure(curves, arms: dict[str, str]):
     """Validation loss on the held-out novel, in bits per character, of several text arms:
     each seed faint and the arms' medians thick, one colour per arm. `arms` maps a label
-    to a `variant_color` name; `curves` carries a `label` column naming each run's arm."""
+    to a `variant_color` name or a colour ("#RRGGBB"); `curves` carries a `label` column
+    naming each run's arm."""
     import math
 
     import matplotlib.pyplot as plt
@@ -118,7 +119,7 @@ def text_arms_figure(curves, arms: dict[str, str]):
         g = curves[curves.label == label].assign(bits=lambda d: d.val_loss / math.log(2))
         if g.empty:  # an arm whose runs have not started
             continue
-        colour = variant_color(colour_of)
+        colour = _colour(colour_of)
         for _seed, s in g.groupby("seed"):
             ax.plot(s.step, s.bits, color=colour, lw=0.6, alpha=0.25)
         median = g.pivot_table(index="step", columns="seed", values="bits").median(axis=1)
@@ -129,5 +130,39 @@ def text_arms_figure(curves, arms: dict[str, str]):
     ax.set_xlabel("training step")
     ax.set_ylabel("held-out loss (bits per character)")
     ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda t, _: f"{t:,.0f}"))
+    ax.legend(fontsize=8.5)
+    return fig
+
+
+def _colour(name_or_colour: str) -> str:
+    return name_or_colour if name_or_colour.startswith("#") else variant_color(name_or_colour)
+
+
+def text_windows_figure(runs, arms: dict[str, str], context: int):
+    """Held-out loss in bits per character at the end of training, read on windows of 1, 2
+    and 4 times the training `context`, of several text arms: each seed a faint line, the
+    arms' means thick. `arms` maps a label to a variant name or a colour, as in
+    `text_arms_figure`; `runs` carries a `label` column (`text_comparisons.labelled_runs`)."""
+    import matplotlib.pyplot as plt
+
+    use_book_style()
+    columns = {1: "loss_end", 2: "loss_2x", 4: "loss_4x"}
+    x = [k * context for k in columns]
+    fig, ax = plt.subplots(figsize=(6.4, 3.4), layout="constrained")
+    for label, colour_of in arms.items():
+        g = runs[runs.label == label]
+        if g.empty:  # an arm whose runs have not started
+            continue
+        bits = g[list(columns.values())].to_numpy(float) / math.log(2)  # (seeds, windows)
+        for row in bits:
+            ax.plot(x, row, color=_colour(colour_of), lw=0.6, alpha=0.3)
+        ax.plot(x, bits.mean(axis=0), color=_colour(colour_of), lw=2.0, marker="o",
+                label=f"{label} ({len(g)} seed{'s' if len(g) != 1 else ''})")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(x, [f"{n:,}" + (" (trained)" if n == context else "") for n in x])
+    ax.minorticks_off()
+    plain_ticks(ax, "y")
+    ax.set_xlabel("window read (characters)")
+    ax.set_ylabel("held-out loss (bits per character)")
     ax.legend(fontsize=8.5)
     return fig
