@@ -24,6 +24,8 @@ stage-wise p, Holm levels, intervals inverted from the test) and the script prin
     python benchmarks/sequential_design.py --constructions # also the four constructions
     python benchmarks/sequential_design.py --families 200 --intervals 100   # a quick look
     python benchmarks/sequential_design.py --intervals 3000 --constructions --write   # the committed file
+    python benchmarks/sequential_design.py --resample 150 --write          # on the study's own rows
+    python benchmarks/sequential_design.py --resample 150 --text --write   # on the text study's rows
 
 The written file is what the methods appendix quotes.
 """
@@ -212,6 +214,7 @@ def constructions(rng, intervals: int, q: float = 0.6, median: float = 1500.0) -
 # ---------------------------------------------------------------- resampling the study's own rows
 
 RESAMPLE_OUT = STUDY_DIR / "resampling_validation.json"
+TEXT_RESAMPLE_OUT = STUDY_DIR / "text_resampling_validation.json"
 BRANCHES = ("decided at ten", "equivalent at ten", "continued to forty")
 RESAMPLE_LEVEL = 0.05
 """Level of every interval and test in the resampling (nominal coverage 95 %); an early stop
@@ -305,15 +308,27 @@ def resample_row(rng, row: dict, draws: int, tally: dict) -> None:
                 counts[0], counts[1], counts[2] = counts[0] + 1, counts[1] + covered, counts[2] + false
 
 
-def resampling(seed: int, draws: int) -> dict:
-    """The validation on the study's own rows: per construction and branch, how many
-    resamples took the branch, the share whose interval covers the truth (of those), and
-    the false decisions it made as a share of every resample (so the branches add up to
-    the construction's whole false-decision rate)."""
+def text_rows() -> list[dict]:
+    """The text study's primary rows in the form `comparisons.row_differences` gives the
+    puzzles': each comparison's differences (every seed both arms have) in whole
+    `TEXT_UNIT`s, and its margin in the same units."""
+    from llamanat_core.study import load_text_results
+    from llamanat_core.text_comparisons import TEXT_MARGIN, TEXT_UNIT, text_differences
+
+    d = text_differences(load_text_results())
+    return [{"comparison": c, "differences": np.round(g.difference.to_numpy() / TEXT_UNIT).astype(np.int64),
+             "margin": round(TEXT_MARGIN / TEXT_UNIT)} for c, g in d.groupby("comparison", sort=False)]
+
+
+def resampling(seed: int, draws: int, text: bool = False) -> dict:
+    """The validation on the study's own rows (the text study's with `text`): per
+    construction and branch, how many resamples took the branch, the share whose interval
+    covers the truth (of those), and the false decisions it made as a share of every
+    resample (so the branches add up to the construction's whole false-decision rate)."""
     from llamanat_core.comparisons import row_differences
     from llamanat_core.study import load_results
 
-    rows = row_differences(load_results())
+    rows = text_rows() if text else row_differences(load_results())
     rng = np.random.default_rng(seed)
     tally = {name: {b: {"n": 0, "covered": 0, "false": 0, "by_truth": {}} for b in BRANCHES}
              for name in RESAMPLED}
@@ -354,6 +369,9 @@ def main(argv=None) -> int:
     ap.add_argument("--resample", type=int, default=0, metavar="DRAWS",
                     help="instead: resample each study row's own differences, DRAWS per truth "
                          f"(with --write, to {RESAMPLE_OUT.name})")
+    ap.add_argument("--text", action="store_true",
+                    help="with --resample: the text study's rows "
+                         f"(with --write, to {TEXT_RESAMPLE_OUT.name})")
     args = ap.parse_args(argv)
     if args.resample:
         return resample_main(args)
@@ -396,12 +414,13 @@ def main(argv=None) -> int:
 
 def resample_main(args) -> int:
     t0 = time.perf_counter()
-    rec = resampling(args.seed, args.resample)
+    rec = resampling(args.seed, args.resample, args.text)
     print_resampling(rec)
     print(f"({time.perf_counter() - t0:.0f} s)")
     if args.write:
-        atomic_write_text(Path(RESAMPLE_OUT), json.dumps(rec, indent=1, sort_keys=True) + "\n")
-        print(f"written: {RESAMPLE_OUT}")
+        out = TEXT_RESAMPLE_OUT if args.text else RESAMPLE_OUT
+        atomic_write_text(Path(out), json.dumps(rec, indent=1, sort_keys=True) + "\n")
+        print(f"written: {out}")
     return 0
 
 

@@ -4,6 +4,7 @@
     python benchmarks/study_plan.py --sample 12     # re-time 12 runs here, project the plan
     python benchmarks/study_plan.py --run -w 2      # train the whole plan into a temp dir
     python benchmarks/study_plan.py --bound         # what the plan's steps cost here, at least
+    python benchmarks/study_plan.py --text          # what the text study's run files recorded
 
 Recorded: each committed run file holds the seconds its fit took (compile and every
 evaluation included) and the step it stopped at; their sum over workers is the plan's
@@ -40,6 +41,7 @@ import time
 from pathlib import Path
 
 from llamanat_core.study import STUDY_DIR, check_entry, plan, run_path, run_study, unique_runs
+from llamanat_core.study.text_plan import TEXT_SEEDS
 
 TARGET_MIN = 60  # the whole plan's wall time at 2 workers that the study aims for
 
@@ -109,6 +111,26 @@ def bound(entries, workers: int) -> None:
           "and data come on top")
 
 
+def text_report(workers: int) -> None:
+    """The text study's recorded seconds, part by part: one run's time (the goal: at most
+    90 s), and each part's wall time at `workers` (the first ten seeds: at most 90 min)."""
+    from llamanat_core.two_stage import text_study_plan
+
+    p = text_study_plan()
+    first = {r.key for r in p["text"] if r.seed in TEXT_SEEDS}
+    parts = {"first ten seeds": [r for r in p["text"] if r.key in first],
+             "learning-rate check": [r for r in p["text_lr"] if r.key not in first],
+             "added seeds (cached)": [r for r in p["text"] if r.key not in first]}
+    for name, runs in parts.items():
+        secs = sorted(e["seconds"] for e in recorded(runs))
+        if not secs:
+            print(f"text, {name}: no runs")
+            continue
+        print(f"text, {name}: {len(secs)} runs, median {statistics.median(secs):.1f} s, "
+              f"90th percentile {secs[int(0.9 * (len(secs) - 1))]:.1f} s, longest {secs[-1]:.1f} s -> "
+              f"{packed_wall(secs, workers) / 60:.1f} min at {workers} workers (longest-first packing)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-w", "--workers", type=int, default=2)
@@ -118,11 +140,14 @@ def main() -> None:
     mode.add_argument("--bound", action="store_true",
                       help="the least the plan's training steps can take on this machine")
     ap.add_argument("--keep", type=Path, metavar="DIR", help="with --run: train into DIR and keep it")
+    ap.add_argument("--text", action="store_true", help="instead: the text study's recorded times")
     args = ap.parse_args()
     if args.workers < 1:
         ap.error(f"--workers must be at least 1, got {args.workers}")
     if args.keep is not None and not args.run:
         ap.error("--keep needs --run")
+    if args.text:
+        return text_report(args.workers)
     runs = unique_runs(plan())
     entries = recorded(runs)
     secs = [e["seconds"] for e in entries]

@@ -11,7 +11,8 @@
 - `what_moved`: the registered analysis against the corrected one, row by row;
   `branch_table`: the resampling validation of both, per branch of the design;
 - `decision_effect_text`, `solved_text`, `margin_text`, `row_label`: one row's words, as the prose and
-  the figures (`plotting.decisions`) write them;
+  the figures (`plotting.decisions`) write them; `row_facts`: one row's numbers for a
+  sentence a chapter writes;
 - `arm_values`, `paired_values`, `difference_sd`: one comparison's values seed by seed.
 """
 from __future__ import annotations
@@ -81,12 +82,34 @@ def decision_effect_text(row) -> str:
     still); an end that tied pairs alone put at no difference reads `ties`, not a number."""
     if not np.isfinite(row.effect):
         return "–"
+    return f"{_effect(row)} {_interval(row)}"
+
+
+def _effect(row) -> str:
     if is_ratio(row.metric):
-        sign = BOUND_SIGNS.get(str(getattr(row, "bound", "") or ""), "")
+        return f"{BOUND_SIGNS.get(str(getattr(row, 'bound', '') or ''), '')}×{row.effect:.2f}"
+    return signed(100 * row.effect)
+
+
+def _interval(row) -> str:
+    if is_ratio(row.metric):
         lo, hi = _end(row, "low", f"{row.ci_low:.2f}"), _end(row, "high", f"{row.ci_high:.2f}")
-        return f"{sign}×{row.effect:.2f} [{lo}, {hi}]"
-    lo, hi = _end(row, "low", signed(100 * row.ci_low)), _end(row, "high", signed(100 * row.ci_high))
-    return f"{signed(100 * row.effect)} [{lo}, {hi}]"
+    else:
+        lo, hi = _end(row, "low", signed(100 * row.ci_low)), _end(row, "high", signed(100 * row.ci_high))
+    return f"[{lo}, {hi}]"
+
+
+def row_facts(row, prefix: str) -> dict[str, str]:
+    """One decision row's numbers as an author's sentence glues them, each under
+    `prefix`: `_n` the seeds; `_effect` the median ratio of steps (×1.34, ≥×4.81 for a
+    bound) or the gap in accuracy points (−7.5); `_interval` its interval ([0.95, 2.10],
+    [−20.5, +5.0], `ties` for an end set by ties); and on a speed row `_ref` and `_ctl`,
+    how many of the `_n` seeds each arm solved. The sentence's words are the author's; a
+    claim cell beside it asserts the verdict they state."""
+    facts = {"n": f"{int(row.n)}", "effect": _effect(row), "interval": _interval(row)}
+    if is_ratio(row.metric):
+        facts |= {"ref": f"{int(row.reference_solved)}", "ctl": f"{int(row.control_solved)}"}
+    return {f"{prefix}_{k}": v for k, v in facts.items()}
 
 
 def solved_text(row) -> str:
@@ -328,6 +351,6 @@ def difference_sd(runs: pd.DataFrame, row, seeds) -> float:
 
 
 __all__ = ["chapter_decisions", "decision_table", "decision_counts", "what_moved", "branch_table",
-           "decision_effect_text", "solved_text",
+           "decision_effect_text", "solved_text", "row_facts",
            "margin_text", "signed", "is_ratio", "row_label", "is_pending", "arm_values",
            "paired_values", "difference_sd", "METRIC_TITLES", "MEASUREMENT_TITLES", "SHORT_TITLES"]

@@ -10,6 +10,7 @@ import importlib.util
 import json
 from collections import Counter
 
+import numpy as np
 import pytest
 import torch
 from conftest import ROOT
@@ -225,3 +226,26 @@ def test_design_simulation_records_each_interval_beside_its_own_count(tmp_path, 
     assert f"{rec['covered']} of {rec['intervals']} cover" in printed
     lo, hi = rec["coverage_ci"]
     assert f"[95% CI {lo:.1%}, {hi:.1%}] (nominal 95%)" in printed
+
+
+def test_the_text_resampling_reads_the_text_rows_and_writes_its_own_file(tmp_path, monkeypatch):
+    """`--resample --text` draws from the text study's own differences, in whole units of
+    its endpoint, and writes beside (not over) the puzzles' validation."""
+    from llamanat_core.study import load_text_results
+    from llamanat_core.text_comparisons import TEXT_UNIT, text_differences
+
+    design = load_benchmark("sequential_design")
+    rows = design.text_rows()
+    d = text_differences(load_text_results())
+    assert [r["comparison"] for r in rows] == list(dict.fromkeys(d.comparison))
+    post = next(r for r in rows if r["comparison"] == "postnorm")
+    seeds = d[d.comparison == "postnorm"]
+    assert post["differences"].dtype.kind == "i" and post["margin"] == 100
+    assert np.array_equal(post["differences"], np.round(seeds.difference / TEXT_UNIT).astype(int))
+    monkeypatch.setattr(design, "TEXT_RESAMPLE_OUT", tmp_path / "text.json")
+    monkeypatch.setattr(design, "RESAMPLE_OUT", tmp_path / "puzzles.json")
+    monkeypatch.setattr(design, "text_rows", lambda: rows[:2])
+    assert design.main(["--resample", "1", "--text", "--write"]) == 0
+    rec = json.loads((tmp_path / "text.json").read_text())
+    assert rec["rows"] == 2 and rec["resamples"] == 2 * len(rec["truths"])
+    assert not (tmp_path / "puzzles.json").exists()

@@ -56,6 +56,19 @@ def test_effects_read_as_the_book_writes_them(decisions):
     assert dtab.signed(-0.04, 1) == "0.0" and dtab.signed(3, 1) == "+3.0"
 
 
+def test_row_facts_give_a_sentence_its_numbers_under_one_prefix(decisions):
+    slow = pd.Series(_row(control="mqa", effect=1.336, lo=0.951, hi=2.096, verdict="undecided", n=40,
+                          reference_solved=35.0, control_solved=28.0))
+    assert dtab.row_facts(slow, "g") == {"g_n": "40", "g_effect": "×1.34", "g_interval": "[0.95, 2.10]",
+                                         "g_ref": "35", "g_ctl": "28"}
+    gap = dtab.row_facts(decisions.iloc[3], "x")  # accuracy: points with a real minus, no solve counts
+    assert gap == {"x_n": "10", "x_effect": "\u221254.5", "x_interval": "[\u221274.5, \u221218.5]"}
+    never = pd.Series(_row(effect=4.81, lo=1.0, hi=5.99, bound="lower", ci_low_ties=True, n=40,
+                           reference_solved=32.0, control_solved=0.0))
+    facts = dtab.row_facts(never, "m")
+    assert (facts["m_effect"], facts["m_interval"], facts["m_ctl"]) == ("≥×4.81", "[ties, 5.99]", "0")
+
+
 def test_decision_table_formats_every_row(decisions):
     t = dtab.decision_table(decisions)
     assert len(t) == len(decisions)
