@@ -215,7 +215,23 @@ def sanitize(nb, input_label: str):
         elif not cell.get("id") or cell["id"] in used:
             cell["id"] = f"cell-{i:03d}"
         used.add(cell["id"])
+        if cell.get("outputs"):
+            cell["outputs"] = merge_streams(cell["outputs"])
     return nb
+
+
+def merge_streams(outputs: list) -> list:
+    """Consecutive outputs to one stream as one: the kernel splits a cell's prints into
+    outputs by timing, so the same prints can arrive as one output or two."""
+    merged = []
+    for out in outputs:
+        last = merged[-1] if merged else {}
+        same = out.get("output_type") == "stream" == last.get("output_type")
+        if same and out.get("name") == last.get("name"):
+            last["text"] = "".join(last["text"]) + "".join(out["text"])
+        else:
+            merged.append(out)
+    return merged
 
 
 @contextmanager

@@ -584,3 +584,20 @@ def test_nbval_compares_figures_byte_for_byte(tmp_path):
     assert result.returncode == 1 and "PNG sha256:" in result.stdout, summary
     assert re.search(r"^PASSED true\.ipynb::Cell 0", result.stdout, re.M), summary
     assert re.search(r"^FAILED altered\.ipynb::Cell 0", result.stdout, re.M), summary
+
+
+def test_sanitizing_joins_prints_the_kernel_split_by_timing():
+    import nbformat
+
+    from llamanat_core.chapters import sanitize
+
+    def printed(*chunks):
+        cell = nbformat.v4.new_code_cell("print('a'); print('b')")
+        cell.outputs = [nbformat.v4.new_output("stream", name=n, text=t) for n, t in chunks]
+        nb = nbformat.v4.new_notebook(cells=[cell])
+        return sanitize(nb, "x.ipynb").cells[0].outputs
+
+    split, whole = printed(("stdout", "a\n"), ("stdout", "b\n")), printed(("stdout", "a\nb\n"))
+    assert split == whole and len(whole) == 1
+    assert [o.name for o in printed(("stdout", "a\n"), ("stderr", "w\n"), ("stdout", "b\n"))] == [
+        "stdout", "stderr", "stdout"]  # another stream between them keeps them apart
