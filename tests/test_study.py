@@ -448,6 +448,14 @@ def test_committed_study_is_complete():
     assert names == {study.weights_path(r).name for r in runs + text if r.keeps_weights}
 
 
+def test_every_seed_widens_only_the_default_seeds_of_the_committed_study():
+    everything = study.every_seed(study.SEEDS)
+    assert everything[:len(study.SEEDS)] == tuple(study.SEEDS) and len(everything) > len(study.SEEDS)
+    assert everything == tuple(sorted(set(study.load_results().seed)))
+    assert study.every_seed([3, 1]) == (3, 1)  # a reader's choice stays as asked
+    assert study.every_seed(study.SEEDS, fresh=True) == tuple(study.SEEDS)
+
+
 def _cached_text_runs():
     """The text runs in the committed cache: the first ten seeds and any added ones."""
     from llamanat_core.sequential import ADDED_SEEDS
