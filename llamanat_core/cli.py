@@ -11,8 +11,8 @@ import torch
 from .chapters import ChapterError, run_chapters
 from .config import EXPECTED_PARAMETERS, REGIMES, VARIANTS, variant_config
 from .model import TinyLlama
-from .paths import ARTIFACTS_DIR, FRESH_CHAPTERS_DIR, KV_TIMING_PATH, ROOT
-from .probes.kv_cache_chapter import arithmetic_table, human_bytes, measure_timing
+from .paths import ARTIFACTS_DIR, FRESH_CHAPTERS_DIR, KV_TEXT_TIMING_PATH, KV_TIMING_PATH, ROOT
+from .probes.kv_cache_chapter import arithmetic_table, human_bytes, measure_text_timing, measure_timing
 from .study import (
     MEASUREMENTS,
     SEEDS,
@@ -25,7 +25,7 @@ from .study import (
     write_text_summary,
 )
 from .study.executors import check_ray
-from .study.kv_timing import ensure_timing
+from .study.kv_timing import TEXT_TIMING_FIELDS, ensure_timing
 from .study.text_plan import LR_SEEDS, TEXT_MEASUREMENTS
 from .study.verify import TOLERANCE, VERIFY_STEPS, describe, verify
 from .text import VOCAB_SIZE, load_corpus
@@ -181,12 +181,19 @@ def cmd_study(args) -> int:
         for r in (unique_runs(p) if measurements else []) + (unique_runs(text) if texts else []):
             print(r.key, r.label)
         if "kv_cache" in only:
-            print(f"kv_cache: KV-cache timings, measured into {KV_TIMING_PATH.relative_to(ROOT)}")
+            print(f"kv_cache: KV-cache timings, measured into {KV_TIMING_PATH.relative_to(ROOT)} and "
+                  f"{KV_TEXT_TIMING_PATH.relative_to(ROOT)}")
         return 0
     if "kv_cache" in only:
         ensure_timing(measure_timing, force="kv_cache" in (args.only or ()))
     if texts:
         _run_text(text, settings, args, options)
+    if "kv_cache" in only:  # after the text runs: it generates with the trained text reference
+        try:
+            ensure_timing(measure_text_timing, force="kv_cache" in (args.only or ()),
+                          path=KV_TEXT_TIMING_PATH, fields=TEXT_TIMING_FIELDS)
+        except FileNotFoundError as e:
+            print(f"study: the text generation timing waits for its model ({e})", file=sys.stderr)
     if not measurements:
         return 0
     entries = run_study(unique_runs(p), settings.cache_dir, args.workers, weights_dir=settings.weights_dir,

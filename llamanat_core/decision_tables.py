@@ -6,6 +6,8 @@
   and its interval (speed as a ratio ×0.34 [0.18, 0.57], accuracy as a gap in points with
   a real minus sign), the margin, Holm p, P(better) with its interval and, for an
   undecided row, the seeds that would give it 80 % power; `decision_counts`;
+- `text_decision_table`, `text_rate_table`, `text_replication_table`: the text study's
+  decisions, its learning-rate check and the published findings it tests, as tables;
 - `what_moved`: the registered analysis against the corrected one, row by row;
   `branch_table`: the resampling validation of both, per branch of the design;
 - `decision_effect_text`, `solved_text`, `margin_text`, `row_label`: one row's words, as the prose and
@@ -24,6 +26,7 @@ from . import comparisons
 from .comparisons import ENDPOINTS, variant_rows
 from .report import pct, signed_number
 from .study import MEASUREMENTS, SEEDS, chapter_results, load_results
+from .text_comparisons import WINDOWS
 
 METRIC_TITLES = {"speed": "speed (time to solve, ratio)", "length_8": "accuracy at 8 pairs",
                  "length_12": "accuracy at 12 pairs", "test_acc@1200": "accuracy at 1,200 steps"}
@@ -206,6 +209,46 @@ def text_decision_table(decisions: pd.DataFrame, metric: str = "loss_end") -> pd
                      "Δ nats": signed(r.effect, 3), "interval": interval,
                      "lower on": f"{r.control_lower} of {r.n}", "verdict": r.verdict})
     return pd.DataFrame(rows).set_index("comparison")
+
+
+TEXT_METRICS = {"loss_end": "loss at the end", "loss_half": "loss at half the budget",
+                "loss_2x": "loss at 2× the window", "loss_4x": "loss at 4× the window"}
+
+
+def text_finding_words(row) -> str:
+    """The study's side of one `text_comparisons.text_replication` row, as a reader reads
+    it: 'worse: Δ +0.102 nats, lower on 0 of 10', 'pending: Δ −0.005 so far, ...'."""
+    so_far = " so far" if row.verdict == "pending" else ""
+    return (f"{row.verdict}: Δ {signed(row.effect, 3)} nats{so_far}, "
+            f"lower on {row.control_lower:.0f} of {row.n:.0f}")
+
+
+def text_replication_table(replication: pd.DataFrame) -> pd.DataFrame:
+    """`text_comparisons.text_replication` as a table: per published finding, the paper,
+    the finding, the study's row it is tested on, the study's verdict on text with its
+    median difference (control − reference, nats per character) and seeds, and whether
+    it replicates."""
+    rows = [{"paper": r.paper, "published finding": r.finding,
+             "tested on": (r.comparison if r.comparison == WINDOWS
+                           else f"{r.comparison} against llama, {TEXT_METRICS[r.metric]}"),
+             "on text": text_finding_words(r), "replicates": r.replicates}
+            for r in replication.itertuples()]
+    return pd.DataFrame(rows).set_index("paper")
+
+
+def text_rate_table(rates: pd.DataFrame, decisions: pd.DataFrame) -> pd.DataFrame:
+    """`text_comparisons.learning_rate_table` beside the verdicts at the common rate: per
+    comparison the arm's best rate (× the common one), the difference from the reference
+    (control − reference, nats per character, the mean over the check's seeds) at the
+    common rate and with each arm at its own best rate, whether the sign holds, and the
+    verdict of `decisions` at the common rate."""
+    verdicts = decisions[decisions.metric == "loss_end"].set_index("comparison").verdict
+    return pd.DataFrame({"best rate": [f"×{x:g}" for x in rates["best rate"]],
+                         "Δ at ×1": [signed(x, 3) for x in rates["difference at ×1"]],
+                         "Δ at best rates": [signed(x, 3) for x in rates["difference at best rates"]],
+                         "same sign": ["yes" if s else "no" for s in rates.same_sign],
+                         "verdict at ×1": [verdicts.get(c, "absent") for c in rates.index]},
+                        index=rates.index)
 
 
 def what_moved(registered: pd.DataFrame, corrected: pd.DataFrame) -> pd.DataFrame:

@@ -33,6 +33,8 @@ book reads every study through the median instead.)
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -203,3 +205,96 @@ def labelled_runs(runs: pd.DataFrame) -> pd.DataFrame:
 def labelled_curves(runs: pd.DataFrame, curves: pd.DataFrame) -> pd.DataFrame:
     """The text curves with each run's arm as a label (as `labelled_runs`)."""
     return curves.assign(label=curves.run.map(labelled_runs(runs).set_index("run").label))
+
+
+# ---------------------------------------------------------------- the published findings
+
+@dataclass(frozen=True)
+class TextFinding:
+    """A published finding the text study tests: the paper (`paper`, its BibTeX `key` in
+    book/references.bib), the finding in words, and the study's row that tests it: a
+    `decide_text` comparison (its control's label) on `metric`, with the side of the
+    reference the paper puts the control on (`published`: `worse`, `better`, or
+    `equivalent` for "matches")."""
+    paper: str
+    key: str
+    finding: str
+    comparison: str
+    metric: str
+    published: str
+
+    def __post_init__(self):
+        if self.published not in ("better", "worse", "equivalent"):
+            raise ValueError(f"published must be better, worse or equivalent, got {self.published!r}")
+
+
+WINDOWS = "llama, 4× its window against 1×"
+"""The one finding not about two arms: the reference read on windows four times the length
+it trained on, against its own loss at that length (`window_decision`)."""
+
+TEXT_PUBLISHED = (  # literature, not measurement: each direction as its paper reports it
+    TextFinding("Shazeer 2020", "shazeer2020glu", "GLU variants (SwiGLU among them) reach a lower "
+                "language-model loss than a GELU feed-forward", "gelu_mlp", "loss_end", "worse"),
+    TextFinding("Narang et al. 2021", "narang2021transformer", "most modifications do not transfer; "
+                "GLU variants are among the few that help", "gelu_mlp", "loss_end", "worse"),
+    TextFinding("Narang et al. 2021", "narang2021transformer", "RMSNorm is among the few that help, "
+                "over LayerNorm", "layernorm", "loss_end", "worse"),
+    TextFinding("Zhang & Sennrich 2019", "zhang2019root", "RMSNorm matches LayerNorm's quality at "
+                "a lower cost", "layernorm", "loss_end", "equivalent"),
+    TextFinding("Xiong et al. 2020", "xiong2020layer", "pre-norm trains faster than post-norm",
+                "postnorm", "loss_half", "worse"),
+    TextFinding("Su et al. 2021", "su2021roformer", "rotary positions beat learned absolute ones",
+                "abs_pos", "loss_end", "worse"),
+    TextFinding("Press et al. 2022", "press2022train", "a rotary model gets worse on inputs longer "
+                "than it trained on", WINDOWS, "loss_4x", "worse"),
+    TextFinding("Ainslie et al. 2023", "ainslie2023gqa", "grouped-query attention comes close to "
+                "multi-head quality", "mha", "loss_end", "equivalent"),
+    TextFinding("Shazeer 2019; Ainslie et al. 2023", "shazeer2019fast", "one key/value head (MQA) "
+                "costs some quality", "mqa", "loss_end", "worse"),
+)
+
+
+def window_decision(results: pd.DataFrame, metric: str = "loss_4x") -> pd.Series:
+    """The reference's loss on the longer window `metric` against its own loss at the
+    training length, seed by seed on its first ten seeds: the median paired difference
+    (longer − trained) by the same sign test, one stage at 0.05 (a reading of the
+    extrapolation endpoints, outside the registered families). A row like `decide_text`'s;
+    `control_lower` counts the seeds whose longer-window loss is lower."""
+    rows = results[(results.lr_scale == 1.0) & (results.variant == "llama")
+                   & (results.rope_theta == REFERENCE_THETA)].sort_values("seed")
+    rows = rows[rows.seed.isin(sequential.FIRST_SEEDS)]
+    d = (rows[metric] - rows.loss_end).dropna().to_numpy(float)
+    base = {"comparison": WINDOWS, "metric": metric, "n": len(d),
+            "control_lower": int((paired.on_grid(d, TEXT_UNIT) < 0).sum()) if len(d) else 0}
+    if len(d) < len(sequential.FIRST_SEEDS):
+        return pd.Series(base | {"effect": float(np.median(d)) if len(d) else np.nan, "verdict": "pending"})
+    r = paired.decide_paired(d, None, unit=TEXT_UNIT, margin=TEXT_MARGIN, two_stage=False)
+    return pd.Series(base | {"effect": r.estimate, "verdict": VERDICT_WORDS.get(r.verdict, r.verdict)})
+
+
+REPLICATES = {"pending": "not yet", "absent": "not yet", "undecided": "not decided"}
+
+
+def replicates(published: str, verdict: str) -> str:
+    """Whether a study verdict replicates a published direction: `yes` (the same), `no` (a
+    different decision or equivalence), `not decided` (an undecided row), `not yet` (its
+    seeds still running)."""
+    if verdict in REPLICATES:
+        return REPLICATES[verdict]
+    return "yes" if verdict == published else "no"
+
+
+def text_replication(decisions: pd.DataFrame, results: pd.DataFrame,
+                     findings=TEXT_PUBLISHED) -> pd.DataFrame:
+    """Each published finding beside the study's verdict on text: the paper, the finding,
+    its direction, the study's row (verdict, median difference, seeds, seeds lower) from
+    `decisions` (`decide_text` on `results`) or `window_decision`, and `replicates`."""
+    rows = []
+    for f in findings:
+        r = window_decision(results, f.metric) if f.comparison == WINDOWS else text_row(
+            decisions, f.comparison, f.metric)
+        rows.append({"paper": f.paper, "key": f.key, "finding": f.finding, "comparison": f.comparison,
+                     "metric": f.metric, "published": f.published, "verdict": r.verdict,
+                     "effect": r.effect, "n": r.n, "control_lower": r.control_lower,
+                     "replicates": replicates(f.published, r.verdict)})
+    return pd.DataFrame(rows)

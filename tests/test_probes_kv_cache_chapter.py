@@ -113,3 +113,26 @@ def test_timing_file_round_trip_is_atomic(tmp_path):
                                 "machine": {}}))
     with pytest.raises(ValueError, match="malformed"):
         kp.load_timing(path)
+
+
+def test_measure_text_timing_times_both_ways_and_checks_the_text_is_the_same(tmp_path):
+    from llamanat_core.study.kv_timing import load_text_timing
+    from llamanat_core.text import VOCAB_SIZE
+
+    model = TinyLlama(variant_config("llama", vocab_size=VOCAB_SIZE, max_seq_len=12), seed=0)
+    torch.set_num_threads(3)  # not the tests' one thread, so a forgotten restore shows
+    try:
+        t = kp.measure_text_timing(n_new=30, repeats=2, prompt="Emma", model=model)
+        assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(1)
+    assert t["identical"] and t["n_new"] == 30 and t["window"] == 12 and t["machine"]["threads"] == 1
+    assert t["cached_chars_per_s"] == pytest.approx(30 / t["cached_s"], rel=1e-2)
+    assert t["recompute_chars_per_s"] == pytest.approx(30 / t["recompute_s"], rel=1e-2)
+    path = write_timing(t, tmp_path / "kv_text_timing.json")
+    assert load_text_timing(path) == json.loads(json.dumps(t))
+    path.write_text(json.dumps({k: v for k, v in t.items() if k != "identical"}))
+    with pytest.raises(ValueError, match="malformed"):
+        load_text_timing(path)
+    with pytest.raises(ValueError, match="n_new"):
+        kp.measure_text_timing(n_new=0, model=model)

@@ -318,6 +318,7 @@ def test_greedy_sampling_is_the_recomputed_rule_past_the_window():
     prompt = text.encode("the quick")
     got = sample_text(model, prompt, 40, window=12).tolist()
     assert got == _recomputed(model, prompt.tolist(), 40, window=12)
+    assert sample_text(model, prompt, 40, window=12, use_cache=False).tolist() == got  # no cache, same text
     assert got[:3] == model.generate(prompt[None], 3)[0].tolist()  # inside the window: the cache
 
 
@@ -328,6 +329,7 @@ def test_a_temperature_draws_the_same_text_for_the_same_seed():
     prompt = text.encode("Emma")
     a, b = (sample_text(model, prompt, 30, temperature=1.0, seed=5) for _ in range(2))
     assert torch.equal(a, b)
+    assert torch.equal(a, sample_text(model, prompt, 30, temperature=1.0, seed=5, use_cache=False))
     assert not torch.equal(a, sample_text(model, prompt, 30, temperature=1.0, seed=6))
     with pytest.raises(ValueError, match="temperature"):
         sample_text(model, prompt, 3, temperature=-1.0)

@@ -145,3 +145,45 @@ def test_runs_and_curves_are_labelled_by_their_arm():
     curves = pd.DataFrame({"run": ["r0", f"r{len(runs) - 1}"], "step": [50, 50]})
     assert labelled_curves(runs, curves).label.tolist() == ["llama", "base 1,000,000"]
     assert labelled_runs(runs.iloc[:0]).empty
+
+
+def test_each_published_finding_names_a_row_the_study_has_and_a_paper_the_book_cites():
+    from llamanat_core.paths import ROOT
+    from llamanat_core.study.text_plan import text_arms
+    from llamanat_core.text_comparisons import TEXT_PUBLISHED, WINDOWS, TextFinding
+    from llamanat_core.text_train import TEXT_ENDPOINTS
+
+    bib = (ROOT / "book" / "references.bib").read_text()
+    arms = {v if not o else f"base {dict(o)['rope_theta']:,.0f}" for v, o in text_arms()} - {"llama"}
+    for f in TEXT_PUBLISHED:
+        assert f"{{{f.key}," in bib, f.key
+        assert f.comparison in arms | {WINDOWS} and f.metric in TEXT_ENDPOINTS, f
+    assert "{nosuchkey2020," not in bib  # the check can fail
+    with pytest.raises(ValueError, match="published"):
+        TextFinding("A 2020", "a2020", "x", "mqa", "loss_end", "faster")
+
+
+@pytest.mark.parametrize("published, verdict, word", [
+    ("worse", "worse", "yes"), ("worse", "better", "no"), ("worse", "equivalent", "no"),
+    ("equivalent", "equivalent", "yes"), ("equivalent", "better", "no"),
+    ("worse", "undecided", "not decided"), ("worse", "pending", "not yet"), ("better", "absent", "not yet")])
+def test_a_verdict_replicates_a_published_direction_only_when_it_is_the_same(published, verdict, word):
+    from llamanat_core.text_comparisons import replicates
+
+    assert replicates(published, verdict) == word
+
+
+def test_the_replication_reads_each_findings_row_and_the_references_longer_windows():
+    from llamanat_core.text_comparisons import WINDOWS, text_replication, window_decision
+
+    study = _study()
+    rep = text_replication(decide_text(study), study).set_index(["paper", "comparison"])
+    assert rep.loc[("Shazeer 2020", "gelu_mlp")].replicates == "yes"  # worse on every seed
+    assert rep.loc[("Shazeer 2019; Ainslie et al. 2023", "mqa")].replicates == "no"  # equivalent
+    assert rep.loc[("Zhang & Sennrich 2019", "layernorm")].replicates == "not yet"  # pending
+    assert rep.loc[("Xiong et al. 2020", "postnorm")].verdict == "absent"  # no post-norm runs
+    longer = rep.loc[("Press et al. 2022", WINDOWS)]
+    assert longer.verdict == "worse" and longer.effect == pytest.approx(0.4) and longer.control_lower == 0
+    better = study.assign(loss_4x=study.loss_end - 0.05)  # a model that reads longer windows better
+    assert window_decision(better).verdict == "better"
+    assert window_decision(study[study.seed < 6]).verdict == "pending"

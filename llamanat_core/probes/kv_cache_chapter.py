@@ -3,8 +3,10 @@
 The arithmetic is `published.kv_cache_bytes`. The measured side runs the package's own
 `KVCache` and `TinyLlama.generate`. Timings depend on the machine, so they are measured
 once (`llamanat study --only kv_cache`, which writes them with
-`study.kv_timing.write_timing`) into a committed JSON file that records the machine, and
-the chapter reads that file (or re-measures with fresh=True). This module only measures
+`study.kv_timing.write_timing`) into committed JSON files that record the machine, and
+the chapter reads them (or re-measures with fresh=True): one step at growing lengths with
+random weights (`measure_timing`), and whole generations of text by the trained text model
+(`measure_text_timing`). This module only measures
 and reads: it writes nothing.
 """
 from __future__ import annotations
@@ -22,9 +24,12 @@ from ..kv import KVCache, greedy_decode
 from ..model import TinyLlama
 from ..paths import WEIGHTS_DIR
 from ..published import PUBLISHED, kv_cache_bytes
+from ..sampling import sample_text
 from ..study import environment, trained_weights
-from ..study.kv_timing import load_timing  # noqa: F401  (the chapter reads it from here)
+from ..study.kv_timing import load_text_timing, load_timing  # noqa: F401  (the chapter reads them here)
+from ..text import encode
 from ..util import torch_threads
+from .text_chapter import reference_text_model
 
 LENGTHS = (16, 32, 64, 128, 256, 512, 1024, 2048)
 REPEATS = 41
@@ -171,3 +176,50 @@ def measure_timing(lengths=LENGTHS, repeats: int = REPEATS, variant: str = "llam
             "cached_ms": [round(1000 * statistics.median(t), 4) for t in t_cache],
             "recompute_ms": [round(1000 * statistics.median(t), 4) for t in t_full],
             "machine": machine}
+
+
+# ---------------------------------------------------------------- measured: generating text
+
+TEXT_PROMPT = "Anne Elliot had been "
+TEXT_N_NEW = 480  # ten windows of the text model's 48 characters
+TEXT_REPEATS = 15
+
+
+def measure_text_timing(n_new: int = TEXT_N_NEW, repeats: int = TEXT_REPEATS, prompt: str = TEXT_PROMPT,
+                        model=None, threads: int = 1) -> dict:
+    """Seconds to generate `n_new` characters greedily with the trained text reference
+    (`sampling.sample_text`), through the KV cache and recomputing each window in full,
+    and whether the two give the same text. The clock is this process's CPU time
+    (`time.process_time`, one torch thread), so other work on the machine does not inflate
+    it. Each repeat times one generation each way, in turn; the result is the median over
+    repeats, with the characters per CPU second it means. `model` defaults to
+    `text_chapter.reference_text_model()`. Returns a JSON-able dict that records the
+    machine it ran on."""
+    if n_new < 1 or repeats < 1:
+        raise ValueError(f"need n_new >= 1 and repeats >= 1, got {n_new!r}, {repeats!r}")
+    with torch_threads(threads):
+        model = (model if model is not None else reference_text_model()).eval()
+        ids = encode(prompt)
+        cached, recomputed = (sample_text(model, ids, n_new, use_cache=u) for u in (True, False))  # warm-up
+        t_cache, t_full = [], []
+        for _ in range(repeats):
+            t0 = time.process_time()
+            sample_text(model, ids, n_new, use_cache=True)
+            t1 = time.process_time()
+            sample_text(model, ids, n_new, use_cache=False)
+            t2 = time.process_time()
+            t_cache.append(t1 - t0)
+            t_full.append(t2 - t1)
+        machine = environment()
+        machine["cores"] = os.cpu_count()
+        machine["load_average_1min"] = round(os.getloadavg()[0], 2)
+    cached_s, full_s = statistics.median(t_cache), statistics.median(t_full)
+    return {"what": "CPU seconds to generate `n_new` characters greedily with the trained text reference: "
+                    "through the KV cache, and recomputing each window in full",
+            "clock": "time.process_time",
+            "variant": "llama", "seed": 0, "prompt": prompt, "n_new": n_new, "window": model.cfg.max_seq_len,
+            "repeats": repeats, "statistic": "median", "dtype": "float32",
+            "cached_s": round(cached_s, 4), "recompute_s": round(full_s, 4),
+            "cached_chars_per_s": round(n_new / cached_s, 1),
+            "recompute_chars_per_s": round(n_new / full_s, 1),
+            "identical": bool(torch.equal(cached, recomputed)), "machine": machine}

@@ -1,5 +1,6 @@
-"""The KV-cache timings: measured once (`probes.kv_cache_chapter.measure_timing`) into a
-committed file that records the machine, which the KV-cache chapter reads."""
+"""The KV-cache timings: measured once (`probes.kv_cache_chapter.measure_timing`, and
+`measure_text_timing` for the trained text model) into committed files that record the
+machine, which the KV-cache chapter reads."""
 from __future__ import annotations
 
 import json
@@ -7,8 +8,11 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from ..paths import KV_TIMING_PATH
+from ..paths import KV_TEXT_TIMING_PATH, KV_TIMING_PATH
 from ..util import atomic_write_text
+
+TIMING_FIELDS = ("lengths", "cached_ms", "recompute_ms", "machine")
+TEXT_TIMING_FIELDS = ("n_new", "cached_s", "recompute_s", "identical", "machine")
 
 
 def write_timing(timing: dict, path: Path = KV_TIMING_PATH) -> Path:
@@ -18,28 +22,36 @@ def write_timing(timing: dict, path: Path = KV_TIMING_PATH) -> Path:
     return path
 
 
-def load_timing(path: Path = KV_TIMING_PATH) -> dict:
-    """The committed timings; a missing file or one without its fields is an error."""
+def load_timing(path: Path = KV_TIMING_PATH, fields=TIMING_FIELDS) -> dict:
+    """The committed timings; a missing file or one without its `fields` is an error."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no KV-cache timing at {path}; measure it with "
                                 "`llamanat study --only kv_cache` (or fresh=True)")
     timing = json.loads(path.read_text())
-    missing = {"lengths", "cached_ms", "recompute_ms", "machine"} - timing.keys()
-    if missing or not len(timing["lengths"]) == len(timing["cached_ms"]) == len(timing["recompute_ms"]):
+    missing = set(fields) - timing.keys()
+    lengths = {len(timing[k]) for k in ("lengths", "cached_ms", "recompute_ms")
+               if k in fields and k in timing}
+    if missing or len(lengths) > 1:
         raise ValueError(f"KV-cache timing file {path} is malformed (missing {sorted(missing)})")
     return timing
 
 
-def ensure_timing(measure: Callable[[], dict], force: bool = False) -> None:
-    """Write `measure()` into KV_TIMING_PATH unless a readable file is there (or `force`).
-    The measurement is passed in: it belongs to the chapter's probe, above the study."""
+def load_text_timing(path: Path = KV_TEXT_TIMING_PATH) -> dict:
+    """The committed timing of generating text with and without the cache."""
+    return load_timing(path, TEXT_TIMING_FIELDS)
+
+
+def ensure_timing(measure: Callable[[], dict], force: bool = False, path: Path = KV_TIMING_PATH,
+                  fields=TIMING_FIELDS) -> None:
+    """Write `measure()` into `path` unless a readable file is there (or `force`). The
+    measurement is passed in: it belongs to the chapter's probe, above the study."""
     if not force:
         try:
-            load_timing()
-            print(f"study: KV-cache timings present in {KV_TIMING_PATH}", file=sys.stderr)
+            load_timing(path, fields)
+            print(f"study: KV-cache timings present in {path}", file=sys.stderr)
             return
         except (OSError, ValueError) as e:
             print(f"study: KV-cache timings need measuring ({e})", file=sys.stderr)
-    print("study: measuring KV-cache timings (about 20 s)", file=sys.stderr)
-    write_timing(measure())
+    print(f"study: measuring KV-cache timings into {path} (under a minute)", file=sys.stderr)
+    write_timing(measure(), path)
