@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -415,6 +416,20 @@ def test_verify_bad_input(tmp_path, capsys):
     (tmp_path / "runs" / f"{record_key(old['record'])}.json").write_text(json.dumps(old))
     assert main(["verify", "--cache-dir", str(tmp_path)]) == 2
     assert "another plan" in capsys.readouterr().err
+
+
+def test_the_run_files_of_a_plan_are_read_checked_or_named(tiny_reference, tmp_path):
+    """`committed_entries(cache, runs)`, what verify and the benchmarks read: every run's
+    checked entry by key, in the plan's order, or an error naming how many files are
+    absent or damaged and the first of them."""
+    runs = tiny_runs()
+    shutil.copytree(tiny_reference, tmp_path, dirs_exist_ok=True)
+    assert list(study.committed_entries(tmp_path, runs)) == [r.key for r in runs]
+    run_path(tmp_path, runs[1]).write_text("{")
+    run_path(tmp_path, runs[3]).unlink()
+    first = re.escape(runs[1].label)
+    with pytest.raises(ValueError, match=rf"^2 of 4 run files in .* e\.g\. {first} \(unreadable"):
+        study.committed_entries(tmp_path, runs)
 
 
 def test_sample_spreads_over_tasks_regimes_and_variants():

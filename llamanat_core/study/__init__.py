@@ -7,6 +7,7 @@ plan.py (which runs) -> executors.py (where they train) -> cache.py (one file pe
 from ..paths import FRESH_DIR, STUDY_DIR, WEIGHTS_DIR, fresh_runs_dir
 from .cache import (
     check_entry,
+    committed_entries,
     environment,
     execute,
     is_committed,
@@ -54,7 +55,8 @@ from .results import (
 )
 from .text_plan import TEXT_MEASUREMENTS, TEXT_SEEDS, TextRun, text_plan
 
-__all__ = ["STUDY_DIR", "WEIGHTS_DIR", "check_entry", "environment", "execute", "load_entry",
+__all__ = ["STUDY_DIR", "WEIGHTS_DIR", "check_entry", "committed_entries", "environment", "execute",
+           "load_entry",
            "is_committed", "kept_run", "load_model", "load_weights", "study_compile",
            "study_weights_dir", "trained_weights", "run_path", "StudySettings", "study_settings",
            "every_seed",
