@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from llamanat_core.study import STUDY_DIR, check_entry, plan, run_path, run_study, unique_runs
+from llamanat_core.study import STUDY_DIR, committed_entries, plan, run_study, unique_runs
 from llamanat_core.train import Budget
 
 CONFIGS = (("local", 1), ("local", 2), ("ray", 2))
@@ -39,14 +39,10 @@ def measure(executor: str, workers: int, runs) -> float:
 
 
 def committed_seconds() -> list[float] | None:
-    runs = unique_runs(plan())
-    out = []
-    for r in runs:
-        entry, _ = check_entry(run_path(STUDY_DIR, r))
-        if entry is None:
-            return None
-        out.append(entry["seconds"])
-    return out
+    try:
+        return [e["seconds"] for e in committed_entries(STUDY_DIR, unique_runs(plan())).values()]
+    except ValueError:  # no committed study here
+        return None
 
 
 def main() -> None:

@@ -19,24 +19,16 @@ from collections import Counter
 from pathlib import Path
 
 from llamanat_core import comparisons
-from llamanat_core.study import STUDY_DIR, check_entry, plan, run_path, unique_runs
+from llamanat_core.study import STUDY_DIR, committed_entries, plan, unique_runs
 from llamanat_core.study.results import frame
 
 
 def entries_of(cache_dir: Path, runs) -> dict[str, dict]:
-    out, missing = {}, []
-    for r in runs:
-        path = run_path(cache_dir, r)
-        entry, why = check_entry(path) if path.exists() else (None, "absent")
-        if entry is None:
-            missing.append(f"{r.label} ({why})")
-        else:
-            out[r.key] = entry
-    if missing:
-        raise SystemExit(f"{cache_dir}: {len(missing)} of {len(runs)} runs are not complete, e.g. "
-                         f"{missing[0]}; finish them with `python benchmarks/study_plan.py --run "
-                         f"--keep {cache_dir}`")
-    return out
+    try:
+        return committed_entries(cache_dir, runs)
+    except ValueError as e:
+        raise SystemExit(f"{e}; finish them with `python benchmarks/study_plan.py --run "
+                         f"--keep {cache_dir}`") from None
 
 
 def main() -> None:

@@ -40,20 +40,17 @@ import tempfile
 import time
 from pathlib import Path
 
-from llamanat_core.study import STUDY_DIR, check_entry, plan, run_path, run_study, unique_runs
+from llamanat_core.study import STUDY_DIR, committed_entries, plan, run_path, run_study, unique_runs
 from llamanat_core.study.text_plan import TEXT_SEEDS
 
 TARGET_MIN = 60  # the whole plan's wall time at 2 workers that the study aims for
 
 
 def recorded(runs) -> list[dict]:
-    out = []
-    for r in runs:
-        entry, why = check_entry(run_path(STUDY_DIR, r))
-        if entry is None:
-            raise SystemExit(f"committed run {r.label} is {why}; run `llamanat study` first")
-        out.append(entry)
-    return out
+    try:
+        return list(committed_entries(STUDY_DIR, runs).values())
+    except ValueError as e:
+        raise SystemExit(f"{e}; run `llamanat study` first") from None
 
 
 def packed_wall(seconds, workers: int) -> float:

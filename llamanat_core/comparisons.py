@@ -19,6 +19,7 @@ import pandas as pd
 from . import paired, sequential, stats
 from .config import REGIMES  # noqa: F401  (the data regimes, re-exported for the chapters)
 from .stats import at_chance, holm
+from .study.plan import arm_of
 
 METRIC_COLUMNS = {"test_acc": 4, "test_acc_8": 8, "test_acc_12": 12}
 """Accuracy column -> recall pairs it is scored at (addition ignores the pairs)."""
@@ -244,7 +245,7 @@ def _bounds(ep: Endpoint, pair: pd.DataFrame) -> tuple[int, int]:
 
 def _arm(g: pd.DataFrame) -> tuple:
     first = g.iloc[0]
-    return (first.task, first.variant, first.regime, float(first.rope_theta), first.answer)
+    return arm_of(first.task, first.variant, first.regime, first.rope_theta, first.answer)
 
 
 def _both_at_chance(pair: pd.DataFrame, ep: Endpoint, task: str) -> bool:

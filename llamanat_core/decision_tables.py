@@ -11,8 +11,8 @@
 - `what_moved`: the registered analysis against the corrected one, row by row;
   `branch_table`: the resampling validation of both, per branch of the design;
 - `decision_effect_text`, `solved_text`, `margin_text`, `row_label`: one row's words, as the prose and
-  the figures (`plotting.decisions`) write them; `row_facts`: one row's numbers for a
-  sentence a chapter writes;
+  the figures (`plotting.decisions`) write them; `row_facts` and `verdict_text`: one row's
+  numbers and verdict for a sentence a chapter writes and the claim beside it;
 - `arm_values`, `paired_values`, `difference_sd`: one comparison's values seed by seed.
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ import pandas as pd
 from . import comparisons
 from .comparisons import ENDPOINTS, variant_rows
 from .report import pct, signed_number
-from .study import MEASUREMENTS, SEEDS, chapter_results, load_results
+from .study import MEASUREMENTS, chapter_results, every_seed
 from .text_comparisons import WINDOWS
 
 METRIC_TITLES = {"speed": "speed (time to solve, ratio)", "length_8": "accuracy at 8 pairs",
@@ -46,9 +46,7 @@ def chapter_decisions(seeds, steps=None, fresh: bool = False):
     chapter asks for the default seeds (the first ten): the rows waiting for added seeds say
     how many are in. Other seeds, or fresh=True (a reader's own runs, trained through the
     study runner), are read as asked. `runs` is `comparisons.runs_table`, one row per run."""
-    seeds = tuple(seeds)
-    if not fresh and seeds == tuple(SEEDS):
-        seeds = tuple(sorted(int(s) for s in set(load_results().seed)))
+    seeds = every_seed(seeds, fresh)
     results = chapter_results(list(MEASUREMENTS), fresh=fresh, seeds=seeds, steps=steps, regime=None)
     return results, comparisons.runs_table(results), comparisons.decide(results)
 
@@ -99,16 +97,25 @@ def _interval(row) -> str:
     return f"[{lo}, {hi}]"
 
 
+def verdict_text(row) -> str:
+    """A row's verdict as the tables print it and a claim cell checks it: `worse`, or
+    `equivalent (post hoc)` for a decision only the corrected analysis makes."""
+    return f"{row.verdict} (post hoc)" if bool(getattr(row, "post_hoc", False)) else str(row.verdict)
+
+
 def row_facts(row, prefix: str) -> dict[str, str]:
     """One decision row's numbers as an author's sentence glues them, each under
     `prefix`: `_n` the seeds; `_effect` the median ratio of steps (×1.34, ≥×4.81 for a
     bound) or the gap in accuracy points (−7.5); `_interval` its interval ([0.95, 2.10],
-    [−20.5, +5.0], `ties` for an end set by ties); and on a speed row `_ref` and `_ctl`,
-    how many of the `_n` seeds each arm solved. The sentence's words are the author's; a
-    claim cell beside it asserts the verdict they state."""
+    [−20.5, +5.0], `ties` for an end set by ties); on a speed row `_ref` and `_ctl`, how
+    many of the `_n` seeds each arm solved, and on an accuracy row `_gap`, the gap's size
+    without its sign (7.5), for "7.5 points below". The sentence's words are the author's;
+    a claim cell beside it asserts the verdict and the sign they state."""
     facts = {"n": f"{int(row.n)}", "effect": _effect(row), "interval": _interval(row)}
     if is_ratio(row.metric):
         facts |= {"ref": f"{int(row.reference_solved)}", "ctl": f"{int(row.control_solved)}"}
+    else:
+        facts["gap"] = signed_number(abs(100 * row.effect), 1)
     return {f"{prefix}_{k}": v for k, v in facts.items()}
 
 
@@ -185,14 +192,19 @@ def decision_table(decisions: pd.DataFrame, metrics=None, measurements=None) -> 
             "effect [interval]": decision_effect_text(r), "margin": margin_text(r),
             "Holm p": _p_text(r.p_holm),
             "P(better) [interval]": prob_text(r),
-            "verdict": f"{r.verdict} (post hoc)" if bool(getattr(r, "post_hoc", False)) else r.verdict,
+            "verdict": verdict_text(r),
             "why it stopped": r.stopped,
             "seeds needed": seeds_text(r.seeds_needed)})
-    cols = ["measurement", "endpoint", "comparison", "n", "solved (ref vs control)", "reference", "control",
-            "effect [interval]",
-            "margin", "Holm p", "P(better) [interval]", "verdict", "why it stopped", "seeds needed"]
+    cols = ["measurement", "endpoint", "comparison", *OUTCOME, *TEST]
     out = pd.DataFrame(rows, columns=cols)
     return out.set_index(["measurement", "endpoint", "comparison"])
+
+
+OUTCOME = ["n", "solved (ref vs control)", "reference", "control", "effect [interval]", "verdict"]
+"""The columns of `decision_table` that say what the runs did and what was decided."""
+TEST = ["margin", "Holm p", "P(better) [interval]", "why it stopped", "seeds needed"]
+"""The columns that say how it was decided; with OUTCOME the two halves a page prints
+one under the other, since the whole row is wider than the text column."""
 
 
 def text_decision_table(decisions: pd.DataFrame, metric: str = "loss_end") -> pd.DataFrame:
@@ -252,8 +264,9 @@ def text_rate_table(rates: pd.DataFrame, decisions: pd.DataFrame) -> pd.DataFram
 
 
 def what_moved(registered: pd.DataFrame, corrected: pd.DataFrame) -> pd.DataFrame:
-    """The registered-vs-corrected table: each row whose verdict the correction changes,
-    with both analyses' effect [interval] and verdict, and how it moved: `withdrawn` (a
+    """The registered-vs-corrected table: each row whose verdict the correction changes, by
+    its endpoint's short title and its label (narrow enough for the page), with both
+    analyses' effect [interval] and verdict, and how it moved: `withdrawn` (a
     registered decision or equivalence the corrected analysis does not keep), `post hoc`
     (a decision only the corrected analysis makes; not in the headline counts), or
     `relabelled` (neither: an undecided row now saying why)."""
@@ -262,14 +275,14 @@ def what_moved(registered: pd.DataFrame, corrected: pd.DataFrame) -> pd.DataFram
     rows = []
     for r in both[both.verdict_r != both.verdict_c].itertuples():
         was, now = _side(r, "_r"), _side(r, "_c")
-        rows.append({"measurement": r.measurement, "endpoint": r.metric, "comparison": row_label(now),
+        rows.append({"endpoint": SHORT_TITLES[r.metric], "comparison": row_label(now),
                      "n": int(r.n_c), "registered": decision_effect_text(was),
                      "registered verdict": r.verdict_r,
                      "corrected": decision_effect_text(now), "corrected verdict": r.verdict_c,
                      "moved": _how_moved(r.verdict_r, r.verdict_c)})
-    cols = ["measurement", "endpoint", "comparison", "n", "registered", "registered verdict", "corrected",
+    cols = ["endpoint", "comparison", "n", "registered", "registered verdict", "corrected",
             "corrected verdict", "moved"]
-    return pd.DataFrame(rows, columns=cols).set_index(["measurement", "endpoint", "comparison"])
+    return pd.DataFrame(rows, columns=cols).set_index(["endpoint", "comparison"])
 
 
 CLAIMS = ("better", "worse", "equivalent")
@@ -350,7 +363,8 @@ def difference_sd(runs: pd.DataFrame, row, seeds) -> float:
     return float(np.std(diff, ddof=1)) if len(diff) > 1 else math.nan
 
 
-__all__ = ["chapter_decisions", "decision_table", "decision_counts", "what_moved", "branch_table",
-           "decision_effect_text", "solved_text", "row_facts",
+__all__ = ["chapter_decisions", "decision_table", "OUTCOME", "TEST", "decision_counts", "what_moved",
+           "branch_table",
+           "decision_effect_text", "solved_text", "row_facts", "verdict_text",
            "margin_text", "signed", "is_ratio", "row_label", "is_pending", "arm_values",
            "paired_values", "difference_sd", "METRIC_TITLES", "MEASUREMENT_TITLES", "SHORT_TITLES"]

@@ -10,6 +10,7 @@ point at the part it takes apart; every patch carries its component as its `gid`
 from __future__ import annotations
 
 import matplotlib.colors as mcolors
+import matplotlib.pyplot as plt
 from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch
 from matplotlib.path import Path
 
@@ -46,7 +47,6 @@ def _members(highlight: str, cfg: Config) -> set[str]:
 class _Drawer:
     """Draws the diagram's boxes, frames, arrows and residual adds on one axes, each in its
     component's colour (or highlighted / greyed when a highlight is set)."""
-
     def __init__(self, ax, lit: set[str] | None):
         self.ax, self.lit = ax, lit
 
@@ -119,8 +119,6 @@ def block_diagram(cfg: Config | None = None, highlight: str | None = None):
 
     `highlight` (one of HIGHLIGHTS) colours that component and greys the rest. The
     drawing is of the pre-norm decoder; a config it cannot show raises ValueError."""
-    import matplotlib.pyplot as plt
-
     cfg = REFERENCE if cfg is None else cfg
     _check_drawable(cfg, highlight)
     use_book_style()
@@ -254,9 +252,6 @@ def _draw_output(d: _Drawer, cfg: Config) -> None:
 
 def diagram_png(cfg: Config | None = None) -> bytes:
     """The PNG bytes of `block_diagram(cfg)`: the same code draws the same bytes."""
-    import matplotlib.pyplot as plt
-
-
     fig = block_diagram(cfg)
     try:
         return png_bytes(fig)

@@ -142,6 +142,16 @@ STATE_GUARDS = ("GLOBAL_STATE", "GRAD_MODE", "DETERMINISTIC_ALGORITHMS", "TORCH_
                 "SHAPE_ENV")
 
 
+# dynamo's other guards on the step, dropped: the template's modules, hooks and attribute
+# dicts, the parameter names and sizes, lr, clip and the answer length (all fixed by the
+# graph key), and whether inputs alias (FastStep's tensors never do). tests/test_pinned_
+# internals.py fails, naming the type, when torch guards the step with a type not listed.
+KEY_GUARDS = ("BUILTIN_MATCH", "CLASS_MATCH", "CLOSURE_MATCH", "CONSTANT_MATCH", "DICT_CONTAINS",
+              "DICT_KEYS_MATCH", "DICT_NOT_CONTAINS", "DUPLICATE_INPUT", "EMPTY_NN_MODULE_HOOKS_DICT",
+              "EQUALS_MATCH", "ID_MATCH", "MODULE_MATCH", "NOT_PRESENT_IN_GENERIC_DICT",
+              "SEQUENCE_LENGTH", "TYPE_MATCH")
+
+
 def tensor_and_state_guards(entries) -> list[bool]:
     """Keep the guards on the step's input tensors (dtype, shape, strides; not the
     template's weightless parameters) and on the process's state; drop the rest."""

@@ -211,9 +211,8 @@ def labelled_curves(runs: pd.DataFrame, curves: pd.DataFrame) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class TextFinding:
-    """A published finding the text study tests: the paper (`paper`: its authors and, where
-    two share them, what it proposed; its BibTeX `key` in book/references.bib gives the
-    year), the finding in words, and the study's row that tests it: a
+    """A published finding the text study tests: the paper (`paper`, its BibTeX `key` in
+    book/references.bib), the finding in words, and the study's row that tests it: a
     `decide_text` comparison (its control's label) on `metric`, with the side of the
     reference the paper puts the control on (`published`: `worse`, `better`, or
     `equivalent` for "matches")."""
@@ -234,23 +233,23 @@ WINDOWS = "llama, 4× its window against 1×"
 it trained on, against its own loss at that length (`window_decision`)."""
 
 TEXT_PUBLISHED = (  # literature, not measurement: each direction as its paper reports it
-    TextFinding("Shazeer, GLU variants", "shazeer2020glu", "GLU variants (SwiGLU among them) reach a lower "
+    TextFinding("Shazeer 2020", "shazeer2020glu", "GLU variants (SwiGLU among them) reach a lower "
                 "language-model loss than a GELU feed-forward", "gelu_mlp", "loss_end", "worse"),
-    TextFinding("Narang et al.", "narang2021transformer", "most modifications do not transfer; "
+    TextFinding("Narang et al. 2021", "narang2021transformer", "most modifications do not transfer; "
                 "GLU variants are among the few that help", "gelu_mlp", "loss_end", "worse"),
-    TextFinding("Narang et al.", "narang2021transformer", "RMSNorm is among the few that help, "
+    TextFinding("Narang et al. 2021", "narang2021transformer", "RMSNorm is among the few that help, "
                 "over LayerNorm", "layernorm", "loss_end", "worse"),
-    TextFinding("Zhang & Sennrich", "zhang2019root", "RMSNorm matches LayerNorm's quality at "
+    TextFinding("Zhang & Sennrich 2019", "zhang2019root", "RMSNorm matches LayerNorm's quality at "
                 "a lower cost", "layernorm", "loss_end", "equivalent"),
-    TextFinding("Xiong et al.", "xiong2020layer", "pre-norm trains faster than post-norm",
+    TextFinding("Xiong et al. 2020", "xiong2020layer", "pre-norm trains faster than post-norm",
                 "postnorm", "loss_half", "worse"),
-    TextFinding("Su et al., RoFormer", "su2021roformer", "rotary positions beat learned absolute ones",
+    TextFinding("Su et al. 2021", "su2021roformer", "rotary positions beat learned absolute ones",
                 "abs_pos", "loss_end", "worse"),
-    TextFinding("Press et al., ALiBi", "press2022train", "a rotary model gets worse on inputs longer "
+    TextFinding("Press et al. 2022", "press2022train", "a rotary model gets worse on inputs longer "
                 "than it trained on", WINDOWS, "loss_4x", "worse"),
-    TextFinding("Ainslie et al., GQA", "ainslie2023gqa", "grouped-query attention comes close to "
+    TextFinding("Ainslie et al. 2023", "ainslie2023gqa", "grouped-query attention comes close to "
                 "multi-head quality", "mha", "loss_end", "equivalent"),
-    TextFinding("Shazeer, MQA; Ainslie et al.", "shazeer2019fast", "one key/value head (MQA) "
+    TextFinding("Shazeer 2019; Ainslie et al. 2023", "shazeer2019fast", "one key/value head (MQA) "
                 "costs some quality", "mqa", "loss_end", "worse"),
 )
 

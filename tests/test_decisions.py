@@ -62,9 +62,12 @@ def test_row_facts_give_a_sentence_its_numbers_under_one_prefix(decisions):
     assert dtab.row_facts(slow, "g") == {"g_n": "40", "g_effect": "×1.34", "g_interval": "[0.95, 2.10]",
                                          "g_ref": "35", "g_ctl": "28"}
     gap = dtab.row_facts(decisions.iloc[3], "x")  # accuracy: points with a real minus, no solve counts
-    assert gap == {"x_n": "10", "x_effect": "\u221254.5", "x_interval": "[\u221274.5, \u221218.5]"}
+    assert gap == {"x_n": "10", "x_effect": "\u221254.5", "x_interval": "[\u221274.5, \u221218.5]",
+                   "x_gap": "54.5"}
     never = pd.Series(_row(effect=4.81, lo=1.0, hi=5.99, bound="lower", ci_low_ties=True, n=40,
                            reference_solved=32.0, control_solved=0.0))
+    assert dtab.verdict_text(slow) == "undecided"
+    assert dtab.verdict_text(pd.Series(_row(verdict="worse", post_hoc=True))) == "worse (post hoc)"
     facts = dtab.row_facts(never, "m")
     assert (facts["m_effect"], facts["m_interval"], facts["m_ctl"]) == ("≥×4.81", "[ties, 5.99]", "0")
 
@@ -76,6 +79,7 @@ def test_decision_table_formats_every_row(decisions):
     assert t["reference"].iloc[0] == "1,683" and t["reference"].iloc[3] == "80.0%"
     assert t["margin"].iloc[0] == "0.8–1.25" and t["margin"].iloc[3] == "±15"
     assert t["Holm p"].iloc[2] == "–" and t["Holm p"].iloc[0] == "0.014"
+    assert list(t.columns) == dtab.OUTCOME + dtab.TEST
     only = dtab.decision_table(decisions, ["length_12"])
     assert set(only.index.get_level_values("endpoint")) == {"length_12"}
 
@@ -285,6 +289,8 @@ def test_what_moved_lists_changed_rows_and_says_how(decisions):
     moved = dtab.what_moved(registered, corrected)
     assert list(moved.moved) == ["withdrawn", "post hoc", "relabelled"]
     assert list(moved["registered verdict"]) == ["worse", "undecided", "undecided"]
+    assert list(moved.index) == [("speed", "postnorm, addition, finite"), ("speed", "mha, addition, finite"),
+                                 ("12 pairs", "gelu_mlp, finite")]
     assert dtab.what_moved(decisions, decisions).empty
 
 
@@ -350,11 +356,11 @@ def test_the_text_replication_and_rate_tables_read_as_prose():
 
     study = _study()
     rep = dtab.text_replication_table(text_replication(decide_text(study), study))
-    assert rep.loc["Shazeer, GLU variants", "on text"] == "worse: Δ +0.080 nats, lower on 0 of 10"
-    assert rep.loc["Shazeer, GLU variants", "tested on"] == "gelu_mlp against llama, loss at the end"
-    assert rep.loc["Press et al., ALiBi", "tested on"] == "llama, 4× its window against 1×"
-    assert rep.loc["Zhang & Sennrich", "on text"].startswith("pending: Δ ")
-    assert "so far" in rep.loc["Zhang & Sennrich", "on text"]
+    assert rep.loc["Shazeer 2020", "on text"] == "worse: Δ +0.080 nats, lower on 0 of 10"
+    assert rep.loc["Shazeer 2020", "tested on"] == "gelu_mlp against llama, loss at the end"
+    assert rep.loc["Press et al. 2022", "tested on"] == "llama, 4× its window against 1×"
+    assert rep.loc["Zhang & Sennrich 2019", "on text"].startswith("pending: Δ ")
+    assert "so far" in rep.loc["Zhang & Sennrich 2019", "on text"]
     rates = pd.DataFrame({"variant": v, "rope_theta": 10_000.0, "seed": s, "lr_scale": k, "loss_end": x}
                          for k, ref, ctl in ((0.5, 1.80, 1.85), (1.0, 1.76, 1.78), (2.0, 1.74, 1.70))
                          for s in range(3) for v, x in (("llama", ref), ("mqa", ctl)))

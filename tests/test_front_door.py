@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from debian import machine
 
 from llamanat_core import diagram, paths
 from llamanat_core.paths import ROOT
@@ -167,58 +168,50 @@ def test_the_code_page_is_in_the_toc_before_the_cluster_page():
 
 
 # ------------------------------------------------------------------ make test's Chromium step
+# tools/ensure_chromium.sh on a temporary machine (tests/debian.py): real tools, an apt
+# whose package lists start empty, and Debian's `chromium` package in its archive.
 
-def _fake_bin(tmp_path: Path, uid: int, apt_installs: bool = False, chromium: bool = False) -> Path:
-    """A PATH of one folder: an `id` that reports `uid`, an `apt-get` that logs its
-    arguments (and with `apt_installs` puts a `chromium` on the PATH), and no browser
-    unless `chromium`."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    log, chmod = tmp_path / "apt.log", shutil.which("chmod")
-    scripts = {
-        "id": f'#!/bin/sh\n[ "$1" = -u ] && echo {uid}\n',
-        "apt-get": f'#!/bin/sh\necho "DEBIAN_FRONTEND=$DEBIAN_FRONTEND $*" >> {log}\n'
-                   + (f"printf '#!/bin/sh\\n' > {bin_dir}/chromium; {chmod} +x {bin_dir}/chromium\n"
-                      if apt_installs else ""),
-    }
-    if chromium:
-        scripts["chromium"] = "#!/bin/sh\n"
-    for name, body in scripts.items():
-        (bin_dir / name).write_text(body)
-        (bin_dir / name).chmod(0o755)
-    return bin_dir
-
-
-def _ensure_chromium(bin_dir: Path):
-    return subprocess.run([shutil.which("bash"), str(ENSURE_CHROMIUM)], env={"PATH": str(bin_dir)},
-                          capture_output=True, text=True, timeout=30)
+CHROMIUM = {"chromium": "#!/bin/sh\necho Chromium 120\n"}
 
 
 def test_without_chromium_a_user_is_told_the_command_at_once(tmp_path):
-    result = _ensure_chromium(_fake_bin(tmp_path, uid=1000))
+    m = machine(tmp_path, uid=1000).with_apt().package("chromium", CHROMIUM)
+    result = m.run(ENSURE_CHROMIUM)
     assert result.returncode == 1 and result.stdout == ""
     (line,) = result.stderr.splitlines()
     assert "`sudo apt-get update && sudo apt-get install -y chromium`" in line
-    assert not (tmp_path / "apt.log").exists()  # nothing attempted
+    assert not m.has("chromium") and not m.lists.exists()  # nothing attempted
 
 
 def test_without_chromium_root_installs_debians_package(tmp_path):
-    result = _ensure_chromium(_fake_bin(tmp_path, uid=0, apt_installs=True))
+    m = machine(tmp_path, uid=0).with_apt().package("chromium", CHROMIUM)
+    result = m.run(ENSURE_CHROMIUM)
     assert result.returncode == 0, result.stderr
-    calls = (tmp_path / "apt.log").read_text().splitlines()
-    assert calls == ["DEBIAN_FRONTEND= update -qq",
-                     "DEBIAN_FRONTEND=noninteractive install -y -qq chromium"]
+    assert m.has("chromium") and m.lists.exists()  # the lists were fetched, then the browser
 
 
 def test_an_install_that_brings_no_chromium_fails(tmp_path):
-    result = _ensure_chromium(_fake_bin(tmp_path, uid=0, apt_installs=False))
+    """A package named chromium that puts no browser on the PATH (a snap's stub, say)."""
+    m = machine(tmp_path, uid=0).with_apt().package("chromium", {"README": "use the snap\n"})
+    result = m.run(ENSURE_CHROMIUM)
     assert result.returncode == 1 and "no chromium" in result.stderr.splitlines()[-1]
 
 
-def test_with_chromium_nothing_is_done(tmp_path):
-    result = _ensure_chromium(_fake_bin(tmp_path, uid=0, chromium=True))
+def test_an_archive_without_chromium_fails_with_apts_error(tmp_path):
+    m = machine(tmp_path, uid=0).with_apt()
+    result = m.run(ENSURE_CHROMIUM)
+    assert result.returncode != 0 and "Unable to locate package chromium" in result.stderr
+    assert not m.has("chromium")
+
+
+@pytest.mark.parametrize("name", ["chromium", "chromium-browser", "google-chrome"])
+def test_with_a_browser_nothing_is_done(tmp_path, name):
+    m = machine(tmp_path, uid=0).with_apt().package("chromium", CHROMIUM)
+    m.script(name, "#!/bin/sh\n")
+    before = sorted(p.name for p in m.bin.iterdir())
+    result = m.run(ENSURE_CHROMIUM)
     assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
-    assert not (tmp_path / "apt.log").exists()
+    assert sorted(p.name for p in m.bin.iterdir()) == before and not m.lists.exists()
 
 
 MAKE_VENV = ROOT / "tools" / "make_venv.sh"

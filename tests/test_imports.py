@@ -1,10 +1,15 @@
 """The package imports only downward: model core -> training -> study -> analysis -> book.
 The graph is read from the source with `ast`, imports inside functions included, so an
-import moved into a function to dodge a cycle is still an edge; a function may import only
-packages from outside (heavy or optional ones: Ray, transformers, papermill, ...)."""
+import moved into a function to dodge a cycle is still an edge (and a cycle through it
+still fails). A function imports packages from outside (heavy or optional ones: Ray,
+transformers, papermill, ...); one of the package's own modules only with its reason in a
+comment on the line or just above it (the command line loads its commands only once its
+arguments parse, so `--help` answers at once)."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,16 +24,18 @@ LAYERS = {
     "study": ("study",),
     "analysis": ("stats", "sequential", "paired", "comparisons", "text_comparisons", "sensitivity",
                  "two_stage", "decision_tables", "verdict_words", "replication", "report", "claims"),
-    "book": ("plotting", "probes", "mechanism", "diagram", "chapters", "cli", "book_ext"),
+    "book": ("plotting", "probes", "mechanism", "diagram", "chapters", "commands", "cli", "book_ext"),
 }
 LEVEL = {name: i for i, names in enumerate(LAYERS.values()) for name in names}
 
 
 class Edge:
-    """One import: `source` imports `target` at `line`, inside a function or not."""
+    """One import: `source` imports `target` at `line`, inside a function or not, with the
+    comment that gives its reason (on its line or the comment lines just above; "" if none)."""
 
-    def __init__(self, source: str, target: str, line: int, in_function: bool):
+    def __init__(self, source: str, target: str, line: int, in_function: bool, reason: str = ""):
         self.source, self.target, self.line, self.in_function = source, target, line, in_function
+        self.reason = reason
 
     def __repr__(self):
         where = " (inside a function)" if self.in_function else ""
@@ -64,18 +71,34 @@ def _targets(node, name: str, is_package: bool, modules: set[str]) -> list[str]:
     return subs + ([parent] if plain and parent in modules else [])
 
 
+def _reason(lines: list[str], lineno: int) -> str:
+    """The comment on line `lineno` (1-based) after the code, else the comment lines
+    directly above it."""
+    line = lines[lineno - 1]
+    if "#" in line:
+        return line.split("#", 1)[1].strip()
+    above = []
+    for prev in reversed(lines[:lineno - 1]):
+        if not prev.strip().startswith("#"):
+            break
+        above.insert(0, prev.strip().lstrip("#").strip())
+    return " ".join(above)
+
+
 def import_graph(package: Path) -> list[Edge]:
     """Every import between the package's own modules, module level and inside functions."""
     files = {_module_name(p, package): p for p in sorted(package.rglob("*.py"))}
     edges = []
     for name, path in files.items():
-        tree = ast.parse(path.read_text(), filename=str(path))
+        text = path.read_text()
+        tree, lines = ast.parse(text, filename=str(path)), text.splitlines()
         inside = _function_nodes(tree)
         for node in ast.walk(tree):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 for target in _targets(node, name, path.name == "__init__.py", set(files)):
                     if target != name:
-                        edges.append(Edge(name, target, node.lineno, id(node) in inside))
+                        edges.append(Edge(name, target, node.lineno, id(node) in inside,
+                                          _reason(lines, node.lineno)))
     return edges
 
 
@@ -149,11 +172,40 @@ def test_the_package_imports_only_downward():
     assert not found, f"imports from a higher layer: {found}"
 
 
-def test_no_function_imports_the_package():
+def unexplained(edges: list[Edge]) -> list[Edge]:
+    return [e for e in edges if e.in_function and not e.reason]
+
+
+def test_no_function_imports_the_package_without_a_reason():
     """An import inside a function hides a dependency; of the package's own modules it is
-    how a cycle was dodged. Functions import only heavy or optional outside packages."""
-    found = [e for e in EDGES if e.in_function]
-    assert not found, f"move these imports to the top of their module: {found}"
+    how a cycle was dodged, unless its comment says why the function loads it (the cycle
+    would fail above anyway)."""
+    found = unexplained(EDGES)
+    assert not found, (f"move these imports to the top of their module, or say in a comment "
+                       f"why the function imports them: {found}")
+
+
+HELP_LOADS = """
+import sys
+from llamanat_core.cli import main
+for argv in (["--help"], ["study", "--help"], ["fit", "--variant", "nope", "--task", "recall"]):
+    try:
+        main(argv)
+    except SystemExit:
+        pass
+print(sorted(m for m in ("torch", "numpy", "pandas", "llamanat_core.commands", "llamanat_core.config")
+             if m in sys.modules))
+"""
+
+
+def test_help_and_a_usage_error_load_no_torch():
+    """`llamanat --help`, a subcommand's --help and a mistyped argument answer from the
+    parser alone: neither torch, numpy, pandas nor the commands' module is loaded (the
+    package's config is: the scan sees the package's modules)."""
+    out = subprocess.run([sys.executable, "-c", HELP_LOADS], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "usage: llamanat" in out.stdout and "invalid choice: 'nope'" in out.stderr
+    assert out.stdout.splitlines()[-1] == "['llamanat_core.config']"
 
 
 # ---------------------------------------------------------------- the checks can fail
@@ -176,6 +228,20 @@ def test_a_cycle_through_an_import_inside_a_function_is_caught(tmp_path):
     edges = import_graph(package)
     assert cycles(edges) == [["fake.cache", "fake.results"]]
     assert [(e.source, e.target) for e in edges if e.in_function] == [("fake.cache", "fake.results")]
+
+
+def test_a_function_import_without_its_reason_is_caught(tmp_path):
+    package = _fake_package(tmp_path, {
+        "kv.py": "",
+        "cli.py": ("def main():\n    from . import kv\n"
+                   "def help():\n    from . import kv  # lazy: --help answers at once\n"
+                   "def run():\n    # lazy: the commands load torch\n"
+                   "    # (seconds)\n    from . import kv\n"),
+    })
+    edges = [e for e in import_graph(package) if e.source == "fake.cli"]
+    assert [e.reason for e in edges] == [
+        "", "lazy: --help answers at once", "lazy: the commands load torch (seconds)"]
+    assert [e.line for e in unexplained(edges)] == [2]
 
 
 def test_an_upward_import_is_caught(tmp_path):

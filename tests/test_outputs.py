@@ -34,6 +34,7 @@ REPRS = {
 }
 HYPHEN_NUMBER = re.compile(r"(?<![\w.\-])-\d")        # "-0.38", "[-4.0", "(-1": a hyphen as minus
 RAW_INTEGER = re.compile(r"(?<![\w.,#^/−-])\d{4,}(?![\w.,])")  # "102528": no thousands separator
+CITED_YEAR = re.compile(r"[A-Za-z.] (?:19|20)\d\d$")  # "Shazeer 2020", "et al. 2021": a citation
 
 
 def printed_texts(nb: dict):
@@ -63,7 +64,8 @@ def output_problems(nb: dict) -> list[str]:
         for what, pattern in REPRS.items():
             problems += [f"cell {i}: {what}: {m.group().strip()!r}" for m in pattern.finditer(text)]
         problems += [f"cell {i}: hyphen for minus: {m.group()!r}" for m in HYPHEN_NUMBER.finditer(text)]
-        problems += [f"cell {i}: no thousands separator: {m.group()!r}" for m in RAW_INTEGER.finditer(text)]
+        problems += [f"cell {i}: no thousands separator: {m.group()!r}" for m in RAW_INTEGER.finditer(text)
+                     if not CITED_YEAR.search(text[max(0, m.start() - 2):m.end()])]
     return problems
 
 
@@ -102,6 +104,7 @@ def _shown(plain: str, html: str | None = None) -> dict:
     ("mqa    -4,096", "hyphen for minus"),
     ("[-4.0, 3.0] 5.0", "hyphen for minus"),
     ("13824", "no thousands separator"),
+    ("2019 runs", "no thousands separator"),  # a year-like count with no name before it
 ])
 def test_the_scan_finds_each_kind_of_mistake(text, finding):
     problems = output_problems(_nb(_stream(text)))
@@ -110,7 +113,8 @@ def test_the_scan_finds_each_kind_of_mistake(text, finding):
 
 def test_the_scan_passes_what_the_book_prints_and_reads_tables_as_html():
     fine = ("102,528 parameters; embedding 61 × 64 = 3,904\n−0.38 and +1,280 (4-pair items, 1e-05,"
-            " 2^19, layers (0-1), 10⁻⁶, #0072B2)\n[0.4, 0.8] of 2,048\n")
+            " 2^19, layers (0-1), 10⁻⁶, #0072B2)\n[0.4, 0.8] of 2,048\n"
+            "Shazeer 2020; Narang et al. 2021; Zhang & Sennrich 2019\n")  # citations keep their years
     table = _shown("x    -1\ndtype: int64", "<style>.a{margin:-1px}</style><table><td>−1</td></table>")
     image = {"output_type": "display_data", "data": {"image/png": "...", "text/plain":
                                                      "<IPython.core.display.Image object>"}}

@@ -69,12 +69,12 @@ def test_cached_vs_recomputed_reports_identical_and_catches_a_broken_cache(promp
 
 
 def test_load_reference_round_trip(tmp_path):
-    from safetensors.torch import save_file
+    from llamanat_core.study.cache import kept_run, weights_bytes
 
     assert kp.load_reference("recall", tmp_path) is None
     model = TinyLlama(variant_config("llama"), seed=5)
-    state = {k: v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
-    save_file(state, str(tmp_path / "llama_recall_seed0.safetensors"))  # as the study saves it
+    run = kept_run("recall", "llama", 0)
+    (tmp_path / "llama_recall_seed0.safetensors").write_bytes(weights_bytes(run, model, 1))  # as the study
     loaded = kp.load_reference("recall", tmp_path)
     ids = torch.randint(0, 61, (2, 13), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():

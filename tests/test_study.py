@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -417,6 +418,20 @@ def test_verify_bad_input(tmp_path, capsys):
     assert "another plan" in capsys.readouterr().err
 
 
+def test_the_run_files_of_a_plan_are_read_checked_or_named(tiny_reference, tmp_path):
+    """`committed_entries(cache, runs)`, what verify and the benchmarks read: every run's
+    checked entry by key, in the plan's order, or an error naming how many files are
+    absent or damaged and the first of them."""
+    runs = tiny_runs()
+    shutil.copytree(tiny_reference, tmp_path, dirs_exist_ok=True)
+    assert list(study.committed_entries(tmp_path, runs)) == [r.key for r in runs]
+    run_path(tmp_path, runs[1]).write_text("{")
+    run_path(tmp_path, runs[3]).unlink()
+    first = re.escape(runs[1].label)
+    with pytest.raises(ValueError, match=rf"^2 of 4 run files in .* e\.g\. {first} \(unreadable"):
+        study.committed_entries(tmp_path, runs)
+
+
 def test_sample_spreads_over_tasks_regimes_and_variants():
     entries = {f"{i:02d}": {"record": {"task": t, "variant": v, "budget": {"regime": r}}}
                for i, (t, r, v) in enumerate((t, r, v) for t in ("addition", "recall")
@@ -446,6 +461,14 @@ def test_committed_study_is_complete():
     names = {p.name for p in study.WEIGHTS_DIR.glob("*.safetensors")}
     text = _cached_text_runs()
     assert names == {study.weights_path(r).name for r in runs + text if r.keeps_weights}
+
+
+def test_every_seed_widens_only_the_default_seeds_of_the_committed_study():
+    everything = study.every_seed(study.SEEDS)
+    assert everything[:len(study.SEEDS)] == tuple(study.SEEDS) and len(everything) > len(study.SEEDS)
+    assert everything == tuple(sorted(set(study.load_results().seed)))
+    assert study.every_seed([3, 1]) == (3, 1)  # a reader's choice stays as asked
+    assert study.every_seed(study.SEEDS, fresh=True) == tuple(study.SEEDS)
 
 
 def _cached_text_runs():

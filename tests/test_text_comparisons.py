@@ -160,7 +160,7 @@ def test_each_published_finding_names_a_row_the_study_has_and_a_paper_the_book_c
         assert f.comparison in arms | {WINDOWS} and f.metric in TEXT_ENDPOINTS, f
     assert "{nosuchkey2020," not in bib  # the check can fail
     with pytest.raises(ValueError, match="published"):
-        TextFinding("A", "a2020", "x", "mqa", "loss_end", "faster")
+        TextFinding("A 2020", "a2020", "x", "mqa", "loss_end", "faster")
 
 
 @pytest.mark.parametrize("published, verdict, word", [
@@ -178,11 +178,11 @@ def test_the_replication_reads_each_findings_row_and_the_references_longer_windo
 
     study = _study()
     rep = text_replication(decide_text(study), study).set_index(["paper", "comparison"])
-    assert rep.loc[("Shazeer, GLU variants", "gelu_mlp")].replicates == "yes"  # worse on every seed
-    assert rep.loc[("Shazeer, MQA; Ainslie et al.", "mqa")].replicates == "no"  # equivalent
-    assert rep.loc[("Zhang & Sennrich", "layernorm")].replicates == "not yet"  # pending
-    assert rep.loc[("Xiong et al.", "postnorm")].verdict == "absent"  # no post-norm runs
-    longer = rep.loc[("Press et al., ALiBi", WINDOWS)]
+    assert rep.loc[("Shazeer 2020", "gelu_mlp")].replicates == "yes"  # worse on every seed
+    assert rep.loc[("Shazeer 2019; Ainslie et al. 2023", "mqa")].replicates == "no"  # equivalent
+    assert rep.loc[("Zhang & Sennrich 2019", "layernorm")].replicates == "not yet"  # pending
+    assert rep.loc[("Xiong et al. 2020", "postnorm")].verdict == "absent"  # no post-norm runs
+    longer = rep.loc[("Press et al. 2022", WINDOWS)]
     assert longer.verdict == "worse" and longer.effect == pytest.approx(0.4) and longer.control_lower == 0
     better = study.assign(loss_4x=study.loss_end - 0.05)  # a model that reads longer windows better
     assert window_decision(better).verdict == "better"

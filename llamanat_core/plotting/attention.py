@@ -6,6 +6,7 @@ sequential `HEAT_CMAP` with token names on the axes and a colour bar.
 from __future__ import annotations
 
 import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 
 from ..mechanism import ADDITION_SOURCES, CHAIN, RECALL_ROLES
@@ -61,8 +62,6 @@ def attention_heatmap(ax, weights, tokens, query_tokens=None, title: str | None 
 def attention_grid(maps, tokens, title: str | None = None):
     """Every layer and head of one item (`maps` (L, H, T, T), from
     `mechanism.item_attention`): one row of heatmaps per layer, one colour bar."""
-    import matplotlib.pyplot as plt
-
     use_book_style()
     maps = np.asarray(maps, dtype=float)
     n_layers, n_heads, t, _ = maps.shape
@@ -117,9 +116,6 @@ def recall_attention_figure(summaries: dict, value: str = "mass"):
     """The recall summary (`mechanism.recall_attention`) as heatmaps: one row per model,
     one column per list length; in each, every layer and head (rows) against the roles
     the answer position reads (columns). `summaries` maps a label to a frame."""
-    import matplotlib.pyplot as plt
-
-
     use_book_style()
     lengths = sorted({int(n) for df in summaries.values() for n in df.n_pairs})
     fig, axes = plt.subplots(len(summaries), len(lengths), squeeze=False, sharex=True, sharey=True,
@@ -165,9 +161,6 @@ def addition_attention_figure(summaries: dict, layers=None):
     """The addition summary (`mechanism.addition_attention`) as heatmaps: one row per
     (model, layer), one column per head; in each, the chain token being predicted (rows)
     against the operand digit read (columns), "other" being every other position."""
-    import matplotlib.pyplot as plt
-
-
     use_book_style()
     first = next(iter(summaries.values()))
     layers = sorted(set(first.layer)) if layers is None else list(layers)

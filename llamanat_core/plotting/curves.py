@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import math
 
+import matplotlib.pyplot as plt
 import matplotlib.ticker
+from matplotlib.lines import Line2D
 
 from ..comparisons import variant_rows
 from ..config import REGIMES
@@ -43,10 +45,6 @@ def loss_figure(curves, variant: str, task: str, regimes=REGIMES, hline: float |
     regime, a row for the seeds that solved and one for those that did not (each panel its
     seeds faint and their median thick). `hline` draws a dotted line (e.g. at ln 4) in every
     panel, named `hline_label` in the legend."""
-    import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
-
-
     use_book_style()
     fig, axes = plt.subplots(len(GROUPS), len(regimes), figsize=(4.0 * len(regimes) + 1.0, 5.2),
                              sharex=True, sharey=True, squeeze=False, layout="constrained")
@@ -85,8 +83,6 @@ def text_loss_figure(curves, baselines: dict[str, float] | None = None):
     """Training and validation loss on text, in bits per character, of every seed in
     `curves` (faint) and their median (thick), with each of `baselines` (label -> nats per
     character) as a dotted line."""
-    import matplotlib.pyplot as plt
-
     use_book_style()
     bits = curves.assign(train_loss=curves.train_loss / math.log(2), val_loss=curves.val_loss / math.log(2))
     fig, ax = plt.subplots(figsize=(6.4, 3.6), layout="constrained")
@@ -109,10 +105,6 @@ def text_arms_figure(curves, arms: dict[str, str]):
     each seed faint and the arms' medians thick, one colour per arm. `arms` maps a label
     to a `variant_color` name or a colour ("#RRGGBB"); `curves` carries a `label` column
     naming each run's arm."""
-    import math
-
-    import matplotlib.pyplot as plt
-
     use_book_style()
     fig, ax = plt.subplots(figsize=(6.4, 3.4), layout="constrained")
     for label, colour_of in arms.items():

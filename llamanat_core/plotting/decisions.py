@@ -16,8 +16,12 @@ from __future__ import annotations
 
 import math
 
+import matplotlib.pyplot as plt
+import matplotlib.ticker as mticker
 import numpy as np
 import pandas as pd
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 
 from ..decision_tables import MEASUREMENT_TITLES, METRIC_TITLES, is_ratio, row_label
 from .seeds import chance_line, legend_outside, margin_label
@@ -83,8 +87,6 @@ def arm_name(name: str) -> str:
 
 
 def _format_axis(ax, metric: str, limits) -> None:
-    import matplotlib.ticker as mticker
-
     ax.set_xlim(*limits)
     if is_ratio(metric):
         ax.set_xscale("log")
@@ -127,9 +129,6 @@ def forest_axes(ax, rows: pd.DataFrame, metric: str, limits, title: str | None =
 
 def forest_legend(fig, verdicts: set[str]):
     """The legend of what a forest draws: the verdicts drawn, the margin, the null line."""
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch
-
     order = ["better", "worse", "equivalent", "undecided", "rarely solved", "mostly at chance",
              "both at chance"]
     handles = [Line2D([], [], color=COLORS[v], marker="o", lw=2.0, ms=4.5, label=v)
@@ -144,8 +143,6 @@ def decision_forest(decisions: pd.DataFrame, columns, width: float = 10.0):
     """The primary endpoints as small multiples. `columns` lists, per column of panels,
     the (measurement, endpoint) pairs it stacks; a column shares one x axis (so effects
     compare across its panels) that holds every interval of the column."""
-    import matplotlib.pyplot as plt
-
     use_book_style()
     sizes = [[int(((decisions.measurement == m) & (decisions.metric == e)).sum()) for m, e in col]
              for col in columns]
@@ -193,9 +190,6 @@ def solve_curves_figure(cells: dict, cap: float, reference: str = "reference", c
     control. `cells` maps (row title, column title) -> (reference solve steps, control
     solve steps), NaN where a run never solved; the control of a column is named by its
     title. `notes` maps a cell to a short text (its verdict) written in the panel."""
-    import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
-
     use_book_style()
     rows = list(dict.fromkeys(r for r, _ in cells))
     cols = list(dict.fromkeys(c for _, c in cells))
@@ -249,10 +243,6 @@ def seed_strip_figure(panels: list[dict], width: float = 10.0):
     per seed, same order), `ylabel`, and optionally `log` (a log axis with plain ticks),
     `chance` (an accuracy floor, as a fraction; values are then drawn in percent) and
     `cap` (a dotted line at the cap of steps)."""
-    import matplotlib.pyplot as plt
-    import matplotlib.ticker as mticker
-    from matplotlib.lines import Line2D
-
     use_book_style()
     fig, axes = plt.subplots(1, len(panels), figsize=(width, 3.5), squeeze=False, layout="constrained")
     for ax, p in zip(axes[0], panels):
@@ -298,8 +288,6 @@ def seed_strip_figure(panels: list[dict], width: float = 10.0):
 def inversion_figure(shifts, pvalues, level: float, interval: tuple[float, float], xlabel: str):
     """The two-sided p of the shifted differences against the shift, the row's level as a
     line and the interval (the shifts not rejected) shaded: its ends are where p crosses."""
-    import matplotlib.pyplot as plt
-
     use_book_style()
     fig, ax = plt.subplots(figsize=(7.0, 2.8), layout="constrained")
     ax.axvspan(interval[0], interval[1], color=MARGIN_COLOR, lw=0, label="interval (not rejected)")

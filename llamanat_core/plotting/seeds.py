@@ -7,6 +7,7 @@ joined by thin lines, so a reader sees which seed moved which way.
 """
 from __future__ import annotations
 
+import matplotlib.pyplot as plt
 import numpy as np
 
 from ..config import REGIMES
@@ -104,9 +105,6 @@ def accuracy_grid(tables: dict, step: int, figsize=(8, 6.4)):
     seed a point (`seed_points`), the task's chance floor dotted, titled 'task, regime
     data: step N'. `tables` maps (task, regime) to a seed table; tasks and regimes are
     drawn in the order their keys first appear."""
-    import matplotlib.pyplot as plt
-
-
     tasks = list(dict.fromkeys(t for t, _ in tables))
     regimes = list(dict.fromkeys(r for _, r in tables))
     fig, axes = plt.subplots(len(tasks), len(regimes), figsize=figsize, sharey=True, squeeze=False)
@@ -123,9 +121,6 @@ def length_panels(data, title: str, rows, pairs=(4, 8, 12), regimes=REGIMES):
     seed and the mean for each of `rows` (variants, in their colours), and the chance
     floor, which falls with the item (1/4, 1/8, 1/12). `data` has the columns regime,
     variant, seed, pairs and accuracy; the models were trained at 4 pairs."""
-    import matplotlib.pyplot as plt
-
-
     colors = {v: variant_color(v) for v in rows}
     fig, axes = plt.subplots(1, len(regimes), figsize=(8.6, 3.6), sharey=True)
     for ax, regime in zip(axes, regimes):

@@ -16,8 +16,11 @@ from __future__ import annotations
 
 import sys
 import warnings
+from io import BytesIO
 
 import matplotlib
+import matplotlib.pyplot as plt
+import matplotlib.ticker as mticker
 import numpy as np
 
 from ..report import MINUS
@@ -104,6 +107,7 @@ def use_book_style() -> None:
     # transformers or a progress bar imports tqdm.auto) would otherwise land in the page.
     warnings.filterwarnings("ignore", message="IProgress not found")
     if _in_kernel():
+        # only inside a kernel: the inline backend and IPython are a notebook's, not a script's
         from matplotlib_inline.backend_inline import set_matplotlib_formats
 
         set_matplotlib_formats("png", **PRINT_KWARGS)
@@ -146,8 +150,6 @@ def variant_color(name: str) -> str:
 def png_bytes(fig) -> bytes:
     """The exact PNG the book shows for `fig` (for tests and for byte comparisons). The
     figure's layout is fixed by the first call: later calls give the same bytes."""
-    from io import BytesIO
-
     buf = BytesIO()
     # A layout engine places the axes anew at every draw, and over shared axes the places
     # move a little from one draw to the next: lay the figure out once and keep it, so the
@@ -160,10 +162,8 @@ def png_bytes(fig) -> bytes:
 
 def show(fig) -> None:
     """Display `fig` once as an inline PNG and close it (no duplicate at the cell's end)."""
-    import matplotlib.pyplot as plt
-
     if _in_kernel():
-        from IPython.display import Image, display
+        from IPython.display import Image, display  # only inside a kernel, as above
 
         display(Image(data=png_bytes(fig), format="png"))
     plt.close(fig)
@@ -181,8 +181,6 @@ def plain_ticks(ax, axis: str = "y") -> None:
     """Plain tick labels on one axis of `ax`, linear or log: no 10ⁿ, no ×10ⁿ minor labels,
     no offset. On a log axis spanning under three decades the ticks are 1, 2, 5 per decade,
     so at least a few carry a label. Call it once the axis limits are final."""
-    import matplotlib.ticker as mticker
-
     a = ax.xaxis if axis == "x" else ax.yaxis
     if a.get_scale() == "log":
         lo, hi = sorted(ax.get_xlim() if axis == "x" else ax.get_ylim())

@@ -144,7 +144,7 @@ def masked_softmax(scores: torch.Tensor, allowed: torch.Tensor, fill: float) -> 
 def transformers_fill(dtype: torch.dtype = torch.float32) -> float:
     """The value transformers' eager attention mask holds at a masked position (read off
     `transformers.masking_utils.eager_mask`, not assumed)."""
-    from transformers.masking_utils import eager_mask
+    from transformers.masking_utils import eager_mask  # heavy: only where transformers is compared
 
     mask = eager_mask(batch_size=1, q_length=2, kv_length=2, dtype=dtype)
     return float(mask[0, 0, 0, 1])  # query 0 may not see key 1

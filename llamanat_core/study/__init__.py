@@ -7,6 +7,7 @@ plan.py (which runs) -> executors.py (where they train) -> cache.py (one file pe
 from ..paths import FRESH_DIR, STUDY_DIR, WEIGHTS_DIR, fresh_runs_dir
 from .cache import (
     check_entry,
+    committed_entries,
     environment,
     execute,
     is_committed,
@@ -40,6 +41,7 @@ from .results import (
     chapter_results,
     chapter_text_results,
     curves_frame,
+    every_seed,
     frame,
     load_curves,
     load_results,
@@ -53,9 +55,11 @@ from .results import (
 )
 from .text_plan import TEXT_MEASUREMENTS, TEXT_SEEDS, TextRun, text_plan
 
-__all__ = ["STUDY_DIR", "WEIGHTS_DIR", "check_entry", "environment", "execute", "load_entry",
+__all__ = ["STUDY_DIR", "WEIGHTS_DIR", "check_entry", "committed_entries", "environment", "execute",
+           "load_entry",
            "is_committed", "kept_run", "load_model", "load_weights", "study_compile",
            "study_weights_dir", "trained_weights", "run_path", "StudySettings", "study_settings",
+           "every_seed",
            "store", "weights_path", "weights_step", "ALPHABET_VARIANTS",
            "EXTRAPOLATE", "added_seed_plan",
            "MEASUREMENTS", "SEEDS", "STUDY_VERSION", "THETAS", "Run", "plan", "unique_runs",

@@ -23,8 +23,8 @@ from ..paths import STUDY_DIR, WEIGHTS_DIR, fresh_runs_dir
 from ..text_train import TEXT_ENDPOINTS, fit_text
 from ..train import Budget, fit
 from ..util import atomic_write_bytes, atomic_write_text, keep_freed_memory, torch_threads
-from .plan import Run, record_key
-from .text_plan import TextRun
+from .plan import STUDY_VERSION, Run, record_key
+from .text_plan import TEXT_VERSION, TextRun
 
 LOSSES_KEPT = 100  # per-step training losses kept in the run file (verify re-fits 50)
 REQUIRED = {"record", "curve", "dense", "losses", "params", "stop_step", "solve_step"}
@@ -153,6 +153,37 @@ def _check_text_entry(entry: dict) -> tuple[dict | None, str | None]:
     return entry, None
 
 
+def committed_entries(cache_dir: Path = STUDY_DIR, runs=None) -> dict[str, dict]:
+    """The run files of a study by key, each checked: the files of `runs`, or with None
+    every file in its runs/ folder. A file absent or damaged, or made by another study
+    version than this code's, is an error naming it (`ValueError`); an empty folder is a
+    `FileNotFoundError`."""
+    folder = Path(cache_dir) / "runs"
+    if runs is None:
+        named = [(path, path.name) for path in sorted(folder.glob("*.json"))]
+    else:
+        named = [(run_path(cache_dir, r), r.label) for r in runs]
+    if not named:
+        raise FileNotFoundError(f"no run files in {folder}")
+    out, bad = {}, []
+    for path, name in named:
+        entry, why = check_entry(path) if path.exists() else (None, "absent")
+        if entry is None:
+            bad.append(f"{name} ({why})")
+            continue
+        version = entry["record"].get("version")
+        current = TEXT_VERSION if entry["record"]["task"] == "text" else STUDY_VERSION
+        if version != current:
+            raise ValueError(f"run file {path.name} was made by study version {version}, this code "
+                             f"is version {current}: the cache belongs to another plan; "
+                             "re-run `llamanat study` to bring it up to date")
+        out[path.stem] = entry
+    if bad:
+        raise ValueError(f"{len(bad)} of {len(named)} run files in {folder} are absent or damaged, "
+                         f"e.g. {bad[0]}")
+    return out
+
+
 def load_entry(cache_dir: Path, run: Run, weights_dir: Path = WEIGHTS_DIR) -> dict | None:
     """The cached result of `run`, or None when it must be (re)computed: absent, damaged
     (reported on stderr), or its kept weights are missing."""
@@ -182,7 +213,7 @@ def execute(run: Run) -> tuple[dict, bytes | None]:
              "stop_step": result.stop_step, "curve": result.test_curve, "dense": result.val_curve,
              "losses": result.losses[:LOSSES_KEPT], "final_loss": result.losses[-1],
              "seconds": round(result.seconds, 2), "env": env}
-    return entry, _weights(run, result.model, result.stop_step)
+    return entry, weights_bytes(run, result.model, result.stop_step) if run.keeps_weights else None
 
 
 def _execute_text(run: TextRun) -> tuple[dict, bytes | None]:
@@ -196,14 +227,12 @@ def _execute_text(run: TextRun) -> tuple[dict, bytes | None]:
              "params": result.model.num_parameters(), "endpoints": endpoints,
              "dense": result.val_curve, "losses": result.losses[:LOSSES_KEPT],
              "final_loss": result.losses[-1], "seconds": round(result.seconds, 2), "env": env}
-    return entry, _weights(run, result.model, run.budget.steps)
+    return entry, weights_bytes(run, result.model, run.budget.steps) if run.keeps_weights else None
 
 
-def _weights(run, model, step: int) -> bytes | None:
-    """The safetensors bytes of a run whose weights are kept (the tied head saved once)."""
-    if not run.keeps_weights:
-        return None
-
+def weights_bytes(run, model, step: int) -> bytes:
+    """`model`'s weights as safetensors bytes, a tied head stored once (as the embedding;
+    `load_model` ties it again), with the run and the step they were saved at."""
     state = {k: v.contiguous() for k, v in model.state_dict().items()
              if k != "lm_head.weight" or not run.config.tie_embeddings}
     # one JSON string: safetensors stores several metadata keys in arbitrary order

@@ -16,12 +16,10 @@ import argparse
 import json
 from pathlib import Path
 
-from safetensors.torch import save
-
 from ..paths import ALPHABET_WEIGHTS_DIR, STUDY_DIR
 from ..train import setup
 from ..util import atomic_write_bytes, torch_threads
-from .cache import run_path
+from .cache import run_path, weights_bytes
 from .plan import SEEDS, Run
 
 CHECKPOINT = 1_200  # the study's fixed checkpoint, where the accuracy verdicts are taken
@@ -73,13 +71,9 @@ def save_checkpoint(variant: str, answer: str, seed: int, weights_dir=None) -> N
     run = checkpoint_run(variant, answer, seed)
     model, losses = replay(run)
     check_replay(run, losses)
-    tied = run.config.tie_embeddings
-    state = {k: v.contiguous() for k, v in model.state_dict().items()
-             if k != "lm_head.weight" or not tied}
-    meta = json.dumps({"run": run.key, "label": run.label, "step": len(losses)}, sort_keys=True)
     path = checkpoint_path(variant, answer, seed, weights_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(path, save(state, metadata={"run": meta}))
+    atomic_write_bytes(path, weights_bytes(run, model, len(losses)))
 
 
 def main(argv=None) -> int:

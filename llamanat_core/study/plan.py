@@ -174,9 +174,14 @@ def fingerprint_run() -> Run:
     return Run("addition", "llama", 0, budget=Budget.for_steps(12), compile=False)
 
 
+def arm_of(task: str, variant: str, regime: str, rope_theta: float, answer: str) -> tuple:
+    """A row of the study, as the plan and the comparisons name it."""
+    return (task, variant, regime, float(rope_theta), answer)
+
+
 def arm(run: Run) -> tuple:
     """The row a run belongs to: (task, variant, regime, rope_theta, answer)."""
-    return (run.task, run.variant, run.regime, float(run.config.rope_theta), run.spec.answer)
+    return arm_of(run.task, run.variant, run.regime, run.config.rope_theta, run.spec.answer)
 
 
 def added_seed_plan(arms, seeds, budget: Budget = Budget(), compile: bool = True) -> dict[str, list[Run]]:

@@ -283,6 +283,17 @@ def load_curves(cache_dir: Path = STUDY_DIR):
     return _read(curves_path(cache_dir))
 
 
+def every_seed(seeds, fresh: bool = False) -> tuple[int, ...]:
+    """The seeds a chapter that counts the study reads: when it asks for the default seeds
+    (the first ten) of the committed study, every seed the study holds, the added ones
+    included, so a count of solved seeds is out of the seeds each row ran; other seeds,
+    or a reader's own runs (fresh=True), as asked."""
+    seeds = tuple(int(s) for s in seeds)
+    if not fresh and seeds == tuple(SEEDS):
+        return tuple(sorted(int(s) for s in set(load_results().seed)))
+    return seeds
+
+
 def chapter_results(measurements, fresh: bool = False, seeds=SEEDS, steps: int | None = None,
                     workers: int = 1, variants=None, regime: str | None = "finite",
                     fresh_dir: Path | None = None):

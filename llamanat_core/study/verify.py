@@ -19,9 +19,7 @@ from ..text import VOCAB_SIZE
 from ..text_train import TextBudget, text_training_losses
 from ..train import Budget, TaskSpec, training_losses
 from ..util import torch_threads
-from .cache import STUDY_DIR, check_entry
-from .plan import STUDY_VERSION
-from .text_plan import TEXT_VERSION
+from .cache import STUDY_DIR, committed_entries
 
 VERIFY_STEPS = 50
 # Between the ~2.4e-6 that rounding reaches and the ~4.4e-4 of the smallest real change.
@@ -38,26 +36,6 @@ class Check:
     @property
     def ok(self) -> bool:
         return self.max_diff <= TOLERANCE
-
-
-def committed_entries(cache_dir: Path = STUDY_DIR) -> dict[str, dict]:
-    """Every readable run file of a cache, by key; a damaged one is an error here."""
-    runs = sorted((Path(cache_dir) / "runs").glob("*.json"))
-    if not runs:
-        raise FileNotFoundError(f"no run files in {Path(cache_dir) / 'runs'}; nothing to verify")
-    out = {}
-    for path in runs:
-        entry, why = check_entry(path)
-        if entry is None:
-            raise ValueError(f"run file {path.name} is {why}")
-        version = entry["record"].get("version")
-        current = TEXT_VERSION if entry["record"]["task"] == "text" else STUDY_VERSION
-        if version != current:
-            raise ValueError(f"run file {path.name} was made by study version {version}, this code "
-                             f"is version {current}: the cache belongs to another plan; "
-                             "re-run `llamanat study` to bring it up to date")
-        out[path.stem] = entry
-    return out
 
 
 def sample_keys(entries: dict[str, dict], n: int) -> list[str]:
