@@ -21,7 +21,7 @@ venv: $(STAMP)
 
 # The text task's corpus: Jane Austen's six novels from Debian's r-cran-janeaustenr,
 # unpacked into .corpus/ (never committed) and checked against the hashes in
-# llamanat_core/text.py. Not root and apt cannot fetch: it stops with the command to run.
+# llamanat_core/corpus.py. Not root and apt cannot fetch: it stops with the command to run.
 corpus: venv
 	@tools/ensure_corpus.sh $(BIN)/python
 
