@@ -8,6 +8,13 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 WORKERS ?= 2
 export PYTHONHASHSEED := 0
+# Python keeps the bytecode it compiles, under .venv/pycache, even where the environment
+# sets PYTHONDONTWRITEBYTECODE: the virtualenv is installed without bytecode, and every
+# process `make test` starts (two test workers, a kernel per notebook, the book build, the
+# subprocesses of the tests) would otherwise compile torch, pandas, scipy and matplotlib
+# from source again: ~3 s of CPU each. The folder goes with the virtualenv.
+unexport PYTHONDONTWRITEBYTECODE
+export PYTHONPYCACHEPREFIX := $(CURDIR)/$(VENV)/pycache
 
 .PHONY: venv corpus study chapters figures book publish gh-pages browser test test-fast test-slow lint bench clean lab
 
@@ -21,7 +28,7 @@ venv: $(STAMP)
 
 # The text task's corpus: Jane Austen's six novels from Debian's r-cran-janeaustenr,
 # unpacked into .corpus/ (never committed) and checked against the hashes in
-# llamanat_core/text.py. Not root and apt cannot fetch: it stops with the command to run.
+# llamanat_core/corpus.py. Not root and apt cannot fetch: it stops with the command to run.
 corpus: venv
 	@tools/ensure_corpus.sh $(BIN)/python
 

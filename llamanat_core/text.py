@@ -1,9 +1,7 @@
 """The text task: next-character prediction on Jane Austen's six novels.
 
-The corpus comes from Debian's `r-cran-janeaustenr` (1.0.0-1): `tools/ensure_corpus.sh`
-fetches the package, and `write_corpus` reads the six novels out of its R data files
-(`rdata.read_lazyload`) into one text file each, checked against the SHA-256 recorded
-here. The text is never committed.
+The corpus, six checked text files from Debian's `r-cran-janeaustenr`, is `corpus.py`'s
+(`read_novel`, `check_corpus`, `write_corpus`; `make corpus` fetches it).
 
 The split is by document, never by random window: the five novels written first train,
 and *Persuasion*, the last one Austen finished, is held out whole — its first half
@@ -13,62 +11,20 @@ of, by the same author. Tokens are single characters: the 81 that occur in the s
 from __future__ import annotations
 
 import functools
-import hashlib
-import sys
 from pathlib import Path
 from typing import NamedTuple
 
 import torch
 
-from .paths import corpus_dir
-from .rdata import read_lazyload
-from .util import atomic_write_text
+from .corpus import NOVELS, read_novel
 
-# In order of publication; the R package's variable names.
-NOVELS = ("sensesensibility", "prideprejudice", "mansfieldpark", "emma", "northangerabbey",
-          "persuasion")
-TITLES = {"sensesensibility": "Sense and Sensibility", "prideprejudice": "Pride and Prejudice",
-          "mansfieldpark": "Mansfield Park", "emma": "Emma", "northangerabbey": "Northanger Abbey",
-          "persuasion": "Persuasion"}
+# In order of publication (`corpus.NOVELS`): the five written first train.
 TRAIN_NOVELS = NOVELS[:5]
 HELD_OUT = "persuasion"  # first half validation, second half test
-# One file per novel: its lines joined by "\n". A different text would be another study.
-SHA256 = {
-    "sensesensibility": "0996d90842bbe8093f3b8142c1e77d1b20cff52d1d0615f3ed67733653e74e26",
-    "prideprejudice": "2e44edaa4946d64ad541c68e0224f5d672f43bf3ce2a8a0b0637ad5e02fc6eb3",
-    "mansfieldpark": "e0e9ef3863ea77f51f6070062ee0dd50ad9b933223880617629e4e4963ea40ff",
-    "emma": "dd08b340a56ad4a0a00718d5682528a5a5886ae0aef91c9e0fa528074fa64b75",
-    "northangerabbey": "8618a5acf5be50cc6e9b7680c7469fb6012649ab08c709dfc63c6367989fd31d",
-    "persuasion": "726513a6c18bb678427bcbcf7c72d0d20816a67c25b0471b26ddcabf3ebac140",
-}
 ALPHABET = ("\n !\"&'()*,-.0123456789:;?ABCDEFGHIJKLMNOPQRSTUVWXYZ[]_"
             "abcdefghijklmnopqrstuvwxyz£")
 VOCAB_SIZE = len(ALPHABET)  # 81
 _INDEX = {c: i for i, c in enumerate(ALPHABET)}
-FETCH = "make corpus"  # the one command that fetches and unpacks the text
-
-
-class CorpusError(ValueError):
-    """The corpus is missing or is not the text the study was run on (one line, naming the
-    file and what to do)."""
-
-
-def novel_path(name: str, folder: Path | None = None) -> Path:
-    return Path(folder or corpus_dir()) / f"{name}.txt"
-
-
-def read_novel(name: str, folder: Path | None = None) -> str:
-    """One novel's text, refused unless its SHA-256 is the recorded one."""
-    if name not in SHA256:
-        raise ValueError(f"unknown novel {name!r}; choose one of {list(NOVELS)}")
-    path = novel_path(name, folder)
-    if not path.exists():
-        raise CorpusError(f"{path} is missing: run `{FETCH}` to fetch and unpack the corpus")
-    data = path.read_bytes()
-    if hashlib.sha256(data).hexdigest() != SHA256[name]:
-        raise CorpusError(f"{path} is not the recorded text ({len(data):,} bytes, SHA-256 "
-                          f"differs): delete it and run `{FETCH}`")
-    return data.decode("utf-8")
 
 
 def encode(text: str) -> torch.Tensor:
@@ -128,58 +84,3 @@ def windows(text: torch.Tensor, context: int, limit: int | None = None) -> torch
         n = min(n, limit)
     starts = torch.arange(n) * context
     return gather(text, starts, context + 1)
-
-
-# ---------------------------------------------------------------- fetching the text
-
-def write_corpus(rdata_stem: Path, folder: Path | None = None) -> list[Path]:
-    """Read the six novels from the unpacked package's `data/Rdata` lazy-load database and
-    write one checked text file each (atomically); returns the files written."""
-    novels = read_lazyload(Path(rdata_stem))
-    folder = Path(folder or corpus_dir())
-    written = []
-    for name in NOVELS:
-        if name not in novels:
-            raise CorpusError(f"{rdata_stem}.rdb holds no {name!r}: not the janeaustenr package")
-        text = "\n".join("" if line is None else line for line in novels[name])
-        if hashlib.sha256(text.encode("utf-8")).hexdigest() != SHA256[name]:
-            raise CorpusError(f"{rdata_stem}.rdb: {name!r} is not the recorded text "
-                              f"(another version of the package?)")
-        path = novel_path(name, folder)
-        atomic_write_text(path, text)
-        written.append(path)
-    return written
-
-
-def check_corpus(folder: Path | None = None) -> str | None:
-    """None when every novel is present and as recorded, else the first problem (one line)."""
-    for name in NOVELS:
-        try:
-            read_novel(name, folder)
-        except CorpusError as e:
-            return str(e)
-    return None
-
-
-def main(argv: list[str]) -> int:
-    """`python -m llamanat_core.text check` (exit 1 with the problem if the corpus is not
-    ready) or `... unpack STEM` (write the novels from an unpacked package's data)."""
-    if argv[:1] == ["check"] and len(argv) == 1:
-        problem = check_corpus()
-        if problem:
-            print(problem, file=sys.stderr)
-        return 1 if problem else 0
-    if argv[:1] == ["unpack"] and len(argv) == 2:
-        try:
-            paths = write_corpus(Path(argv[1]))
-        except (CorpusError, OSError, ValueError) as e:
-            print(f"corpus: {e}", file=sys.stderr)
-            return 1
-        print(f"corpus: {len(paths)} novels in {paths[0].parent}", file=sys.stderr)
-        return 0
-    print("usage: python -m llamanat_core.text check | unpack RDATA_STEM", file=sys.stderr)
-    return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -113,15 +113,27 @@ def pytest_xdist_make_scheduler(config, log):
     return OneWorkerFiles(config, log)
 
 
-def pytest_collection_modifyitems(config, items):
-    """The longest units of work first (the Ray tests, then the notebooks), so no worker
-    is left with one at the end while the other idles. Stable: each file keeps its order.
-    nbval's notebooks compare their figures too (`compare_figures_too`)."""
-    def rank(item) -> int:
-        scope = _one_worker_scope(item.nodeid)
-        return 2 if scope is None else 1 if scope.endswith(".ipynb") else 0
+# Tests of these tiers start processes (pools, kernels, servers) or compile: seconds each.
+SLOW_TIERS = ("compile", "notebook", "pool")
 
-    items.sort(key=rank)
+
+def run_order(item) -> tuple[int, int]:
+    """The longest units of work first, so no worker is left with one at the end while the
+    other idles: the files of ONE_WORKER (Ray, the browser), then the notebooks, the larger
+    first (more cells and figures), then the tests of SLOW_TIERS, and the many short tests
+    last, where they fill both workers to the end."""
+    scope = _one_worker_scope(item.nodeid)
+    if scope is None:
+        return (2 if any(item.get_closest_marker(m) for m in SLOW_TIERS) else 3, 0)
+    if scope.endswith(".ipynb"):
+        return (1, -Path(str(item.fspath)).stat().st_size)
+    return (0, 0)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Items in `run_order` (stable: each file, each notebook keeps its order). nbval's
+    notebooks compare their figures too (`compare_figures_too`)."""
+    items.sort(key=run_order)
     compare_figures_too(items)
 
 

@@ -553,37 +553,61 @@ def test_notebooks_and_the_ray_file_are_each_one_unit_of_work():
     assert _one_worker_scope("tests/test_train.py::test_flat_adamw_is_torch_adamw") is None
 
 
+def test_the_longest_units_of_work_are_handed_out_first():
+    """Ray and the browser, then the notebooks (larger first, each in cell order), then the
+    tests that start processes or compile, then the short tests."""
+    from types import SimpleNamespace
+
+    from conftest import run_order
+
+    def item(nodeid: str, *markers: str):
+        path = ROOT / nodeid.split("::")[0]
+        return SimpleNamespace(nodeid=nodeid, fspath=path,
+                               get_closest_marker=lambda name: name if name in markers else None)
+
+    by_size = sorted(COMMITTED, key=lambda p: (ARTIFACTS_DIR / f"{p.stem}.ipynb").stat().st_size)
+    small, large = by_size[0], by_size[-1]
+    items = [item("tests/test_stats.py::test_holm"), item("tests/test_study.py::test_pool", "pool"),
+             item(f"artifacts/{small.stem}.ipynb::Cell 0"), item(f"artifacts/{large.stem}.ipynb::Cell 0"),
+             item(f"artifacts/{large.stem}.ipynb::Cell 1"), item("tests/test_ray.py::test_a", "pool")]
+    order = [i.nodeid for i in sorted(items, key=run_order)]
+    assert order == ["tests/test_ray.py::test_a", f"artifacts/{large.stem}.ipynb::Cell 0",
+                     f"artifacts/{large.stem}.ipynb::Cell 1", f"artifacts/{small.stem}.ipynb::Cell 0",
+                     "tests/test_study.py::test_pool", "tests/test_stats.py::test_holm"]
+
+
+# A 1 x 1 PNG: the figure a cell displays (nbval compares it however it was drawn).
+TINY_PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII="
+
+
 @pytest.mark.notebook
 def test_nbval_compares_figures_byte_for_byte(tmp_path):
-    """tests/nbval_figures.py makes nbval compare PNG outputs (as digests): a notebook whose
-    stored figure differs by one byte from what its cell draws fails; the same notebook
-    with the true figure passes (both in one nbval session)."""
+    """tests/nbval_figures.py makes nbval compare PNG outputs (as digests): of two cells
+    that display the same figure, the one whose stored figure differs by one byte fails
+    and the one storing the true figure passes (one notebook, one kernel)."""
+    import base64
     import os
     import subprocess
     import sys
 
-    from nbclient import NotebookClient
-
-    draw = ("import matplotlib\nmatplotlib.use('agg')\nimport matplotlib.pyplot as plt\n"
-            "from IPython.display import Image, display\nimport io\n"
-            "fig, ax = plt.subplots(figsize=(1, 1))\nax.plot([0, 1], [1, 0])\nbuf = io.BytesIO()\n"
-            "fig.savefig(buf, format='png', metadata={'Software': None})\n"
-            "display(Image(buf.getvalue()))")
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(draw)])
-    NotebookClient(nb, kernel_name="python3").execute()
-    nbformat.write(nb, str(tmp_path / "true.ipynb"))
-    (out,) = [o for o in nb.cells[0].outputs if "image/png" in o.get("data", {})]
-    png = out["data"]["image/png"]
-    out["data"]["image/png"] = png[:100] + ("A" if png[100] != "A" else "B") + png[101:]
-    nbformat.write(nb, str(tmp_path / "altered.ipynb"))
+    code = f"from IPython.display import Image, display\ndisplay(Image(data={base64.b64decode(TINY_PNG)!r}))"
+    cells = []
+    for stored in (TINY_PNG, TINY_PNG[:40] + ("A" if TINY_PNG[40] != "A" else "B") + TINY_PNG[41:]):
+        cell = nbformat.v4.new_code_cell(code, execution_count=len(cells) + 1)
+        cell.outputs = [nbformat.v4.new_output("display_data", data={"image/png": stored, "text/plain":
+                                                                     "<IPython.core.display.Image object>"})]
+        cells.append(cell)
+    nb = nbformat.v4.new_notebook(cells=cells)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, str(tmp_path / "figures.ipynb"))
     env = dict(os.environ, PYTHONPATH=str(ROOT / "tests"))
     command = [sys.executable, "-m", "pytest", "-p", "nbval_figures", "--nbval", "--nbval-current-env",
-               "-q", "-rA", "-p", "no:cacheprovider", "true.ipynb", "altered.ipynb"]
+               "-q", "-rA", "-p", "no:cacheprovider", "figures.ipynb"]
     result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     summary = result.stdout[-2000:]
     assert result.returncode == 1 and "PNG sha256:" in result.stdout, summary
-    assert re.search(r"^PASSED true\.ipynb::Cell 0", result.stdout, re.M), summary
-    assert re.search(r"^FAILED altered\.ipynb::Cell 0", result.stdout, re.M), summary
+    assert re.search(r"^PASSED figures\.ipynb::Cell 0", result.stdout, re.M), summary
+    assert re.search(r"^FAILED figures\.ipynb::Cell 1", result.stdout, re.M), summary
 
 
 def test_sanitizing_joins_prints_the_kernel_split_by_timing():

@@ -1,6 +1,8 @@
-"""The reader's notebook: a Jupyter server configured as `make lab` configures it, on
-localhost with token auth, opens a MyST chapter through its REST API as a notebook and
-runs its first cells in the project's kernel.
+"""The reader's notebook. `make test` checks what `make lab` configures without starting
+it: the contents manager of the Makefile's LAB_FLAGS opens a MyST chapter as a notebook for
+the `python3` kernel, and that kernel is this virtualenv's interpreter (nbval runs every
+chapter's cells in it). The slow tier starts the server itself: on localhost with token
+auth it opens the chapter through its REST API and runs its first cells in the kernel.
 
 The server gets a random token, a free port, temporary runtime, config and data
 folders, `--no-browser`, and the Makefile's own LAB_FLAGS (so the test checks what a
@@ -31,7 +33,6 @@ FIRST_CELLS = 4  # parameters, their check, the imports, the first cell that com
 START_TIMEOUT = 90.0
 CELL_TIMEOUT = 120.0
 
-pytestmark = pytest.mark.notebook
 
 
 def lab_flags() -> list[str]:
@@ -40,6 +41,30 @@ def lab_flags() -> list[str]:
     m = re.search(r"^LAB_FLAGS = ((?:.*\\\n)*.*)$", text, re.M)
     assert m, "the Makefile has no LAB_FLAGS for `make lab`"
     return m.group(1).replace("\\\n", " ").replace("$(CURDIR)", str(ROOT)).split()
+
+
+def test_the_labs_contents_manager_opens_a_myst_chapter_as_a_notebook():
+    """LAB_FLAGS' contents manager, in this process: chapters/NAME.md is a notebook whose
+    first code cell holds the parameters, for the python3 kernel, which runs this
+    virtualenv's interpreter; a file it cannot read as a notebook stays a file."""
+    import importlib
+
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    flags = dict(f.removeprefix("--").split("=", 1) for f in lab_flags())
+    module, _, name = flags["ServerApp.contents_manager_class"].rpartition(".")
+    manager = getattr(importlib.import_module(module), name)(root_dir=flags["ServerApp.root_dir"])
+    model = manager.get(f"chapters/{CHAPTER}.md")
+    assert model["type"] == "notebook", f"chapters/{CHAPTER}.md opened as {model['type']!r}"
+    code = [c for c in model["content"]["cells"] if c["cell_type"] == "code"]
+    assert "parameters" in code[0]["metadata"].get("tags", [])
+    assert model["content"]["metadata"]["kernelspec"]["name"] == "python3"
+    assert manager.get("Makefile")["type"] == "file"  # the check can fail
+    # the kernel's interpreter: this one, or a bare `python`, which jupyter_client starts as
+    # the server's own (`make lab` starts this virtualenv's)
+    kernel = KernelSpecManager().get_kernel_spec("python3").argv[0]
+    bare = {"python", f"python{sys.version_info[0]}", "python{}.{}".format(*sys.version_info[:2])}
+    assert kernel in bare or Path(kernel).resolve() == Path(sys.executable).resolve(), kernel
 
 
 def free_port() -> int:
@@ -110,6 +135,8 @@ class Server:
             self.log.close()
 
 
+# The server's round trip is the slow tier's: a Jupyter server and a kernel running the
+# first cells take ~20 s, and what they check is checked above and by nbval.
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """One server for the module's tests (a start costs a few seconds)."""
@@ -123,6 +150,8 @@ def server(tmp_path_factory):
         shutil.rmtree(tmp / "JUPYTER_RUNTIME_DIR", ignore_errors=True)
 
 
+@pytest.mark.notebook
+@pytest.mark.slow
 def test_the_server_refuses_requests_without_the_token(server):
     req = urllib.request.Request(f"{server.base}/api/contents/chapters")
     with pytest.raises(urllib.error.HTTPError) as err:
@@ -161,6 +190,8 @@ def execute(ws, session: str, code: str) -> dict:
     return reply
 
 
+@pytest.mark.notebook
+@pytest.mark.slow
 def test_a_myst_chapter_opens_as_a_notebook_and_its_first_cells_run(server):
     import websocket
 

@@ -6,8 +6,9 @@ import math
 import pytest
 import torch
 
+from llamanat_core.corpus import check_corpus
 from llamanat_core.probes.text_chapter import corpus_table, uniform_loss, unigram_loss
-from llamanat_core.text import Corpus, check_corpus
+from llamanat_core.text import Corpus
 
 
 def test_the_unigram_baseline_is_the_cross_entropy_of_character_counts():

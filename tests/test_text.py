@@ -5,18 +5,17 @@ from __future__ import annotations
 import gzip
 import hashlib
 import math
-import os
 import shutil
 import struct
-import subprocess
 import sys
 import zlib
 from pathlib import Path
 
 import pytest
 import torch
+from debian import build_deb, machine
 
-from llamanat_core import rdata, text
+from llamanat_core import corpus, rdata, text
 from llamanat_core.config import variant_config
 from llamanat_core.paths import ROOT
 from llamanat_core.study import check_entry
@@ -104,28 +103,29 @@ def _fake_corpus(tmp_path: Path, monkeypatch, texts: dict[str, str]) -> Path:
     folder.mkdir()
     for name, body in texts.items():
         (folder / f"{name}.txt").write_text(body)
-    monkeypatch.setattr(text, "SHA256", {n: hashlib.sha256(b.encode()).hexdigest() for n, b in texts.items()})
+    hashes = {n: hashlib.sha256(b.encode()).hexdigest() for n, b in texts.items()}
+    monkeypatch.setattr(corpus, "SHA256", hashes)
     text.load_corpus.cache_clear()
     return folder
 
 
-SMALL = {n: (f"{text.TITLES[n]}\n\nIt is a truth universally acknowledged, said {i}.\n" * 40)
-         for i, n in enumerate(text.NOVELS)}
+SMALL = {n: (f"{corpus.TITLES[n]}\n\nIt is a truth universally acknowledged, said {i}.\n" * 40)
+         for i, n in enumerate(corpus.NOVELS)}
 
 
 def test_a_corrupted_novel_is_refused_naming_its_file(tmp_path, monkeypatch):
     folder = _fake_corpus(tmp_path, monkeypatch, SMALL)
     (folder / "emma.txt").write_text(SMALL["emma"].replace("truth", "lie"))
-    with pytest.raises(text.CorpusError, match=r"emma\.txt is not the recorded text.*make corpus"):
+    with pytest.raises(corpus.CorpusError, match=r"emma\.txt is not the recorded text.*make corpus"):
         text.load_corpus(folder)
-    assert "emma.txt" in text.check_corpus(folder)
+    assert "emma.txt" in corpus.check_corpus(folder)
 
 
 def test_a_missing_novel_names_the_command_that_fetches_it(tmp_path, monkeypatch):
     folder = _fake_corpus(tmp_path, monkeypatch, SMALL)
     (folder / "persuasion.txt").unlink()
-    with pytest.raises(text.CorpusError, match=r"persuasion\.txt is missing: run `make corpus`"):
-        text.read_novel("persuasion", folder)
+    with pytest.raises(corpus.CorpusError, match=r"persuasion\.txt is missing: run `make corpus`"):
+        corpus.read_novel("persuasion", folder)
 
 
 def test_the_split_is_by_document(tmp_path, monkeypatch):
@@ -143,11 +143,11 @@ def test_write_corpus_refuses_another_text(tmp_path, monkeypatch):
     other = {n: _strings(body.split("\n")) for n, body in SMALL.items()}
     other["emma"] = _strings(["a different Emma"])
     stem = _lazyload(tmp_path, other)
-    with pytest.raises(text.CorpusError, match="'emma' is not the recorded text"):
-        text.write_corpus(stem, tmp_path / "out")
+    with pytest.raises(corpus.CorpusError, match="'emma' is not the recorded text"):
+        corpus.write_corpus(stem, tmp_path / "out")
     good = _lazyload(tmp_path, {n: _strings(b.split("\n")) for n, b in SMALL.items()})
-    written = text.write_corpus(good, tmp_path / "out")
-    assert [p.read_text() for p in written] == [SMALL[n] for n in text.NOVELS]
+    written = corpus.write_corpus(good, tmp_path / "out")
+    assert [p.read_text() for p in written] == [SMALL[n] for n in corpus.NOVELS]
 
 
 def test_characters_round_trip_and_a_stranger_is_named():
@@ -248,40 +248,63 @@ def test_an_incomplete_text_run_file_is_not_used(tmp_path):
 
 
 # ------------------------------------------------------------------ make corpus
+# tools/ensure_corpus.sh on a temporary machine (tests/debian.py): real tools and dpkg-deb,
+# an apt whose package lists start empty, and in its archive Debian's r-cran-janeaustenr
+# as a real .deb whose R data hold the six novels.
 
-def _run_ensure(tmp_path: Path, tools: dict[str, str], corpus: Path):
-    """tools/ensure_corpus.sh with a PATH of real basics plus the fake `tools` given."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for name in ("mktemp", "rm", "bash", "dirname", "cat"):
-        os.symlink(shutil.which(name), bin_dir / name)
-    for name, body in tools.items():
-        (bin_dir / name).write_text("#!/bin/bash\n" + body)
-        (bin_dir / name).chmod(0o755)
-    env = {"PATH": str(bin_dir), "LLAMANAT_CORPUS_DIR": str(corpus), "PYTHONPATH": str(ROOT)}
-    return subprocess.run([shutil.which("bash"), str(ENSURE_CORPUS), sys.executable], env=env,
-                          capture_output=True, text=True, timeout=120)
+PACKAGE, VERSION = "r-cran-janeaustenr", "1.0.0-1"
+RDATA = "usr/lib/R/site-library/janeaustenr/data/Rdata"
+
+
+@pytest.fixture(scope="session")
+def janeaustenr_deb(tmp_path_factory) -> Path:
+    """The package as Debian ships it, rebuilt from the checked novels (skipped without them)."""
+    if corpus.check_corpus() is not None or shutil.which("dpkg-deb") is None:
+        pytest.skip("needs the unpacked corpus (make corpus) and dpkg-deb")
+    d = tmp_path_factory.mktemp("janeaustenr")
+    stem = _lazyload(d, {n: _strings(corpus.read_novel(n).split("\n")) for n in corpus.NOVELS})
+    files = {f"{RDATA}{suffix}": stem.with_suffix(suffix).read_bytes() for suffix in (".rdb", ".rdx")}
+    return build_deb(d, PACKAGE, VERSION, files, d)
+
+
+def _ensure_corpus(m, folder: Path):
+    return m.run(ENSURE_CORPUS, sys.executable,
+                 env={"LLAMANAT_CORPUS_DIR": str(folder), "PYTHONPATH": str(ROOT)})
 
 
 def test_without_apt_the_corpus_step_says_what_to_do(tmp_path):
-    result = _run_ensure(tmp_path, {"id": "echo 1000"}, tmp_path / "none")
+    result = _ensure_corpus(machine(tmp_path, uid=1000), tmp_path / "corpus")
     assert result.returncode == 1
     assert "no apt-get/dpkg-deb" in result.stderr.splitlines()[-1]
+    assert not (tmp_path / "corpus").exists()
 
 
 def test_a_user_whose_apt_cannot_fetch_is_told_the_command(tmp_path):
-    tools = {"id": "echo 1000", "apt-get": "exit 100", "dpkg-deb": "exit 1"}
-    result = _run_ensure(tmp_path, tools, tmp_path / "none")
+    """The package lists are empty and only root may fill them."""
+    m = machine(tmp_path, uid=1000).real("dpkg-deb").with_apt()
+    result = _ensure_corpus(m, tmp_path / "corpus")
     assert result.returncode == 1
     assert "run `sudo apt-get update`, then make corpus again" in result.stderr.splitlines()[-1]
+    assert not (tmp_path / "corpus").exists()
+
+
+def test_root_fetches_the_package_and_writes_the_checked_novels(tmp_path, janeaustenr_deb):
+    m = machine(tmp_path, uid=0).real("dpkg-deb").with_apt().deb(janeaustenr_deb)
+    result = _ensure_corpus(m, tmp_path / "corpus")
+    assert result.returncode == 0, result.stderr
+    assert corpus.check_corpus(tmp_path / "corpus") is None  # six novels, each its SHA-256
+    assert m.lists.exists() and not list(m.root.glob("*.deb"))  # updated, nothing left behind
 
 
 def test_a_ready_corpus_is_left_alone(tmp_path):
-    if text.check_corpus() is not None:
+    if corpus.check_corpus() is not None:
         pytest.skip("the corpus is not unpacked here (make corpus)")
-    result = _run_ensure(tmp_path, {"id": "echo 1000", "apt-get": "echo called >&2; exit 1"},
-                         text.corpus_dir())
-    assert result.returncode == 0 and "called" not in result.stderr
+    m = machine(tmp_path, uid=0).real("dpkg-deb").with_apt()
+    before = {p: p.stat().st_mtime_ns for p in corpus.corpus_dir().iterdir()}
+    result = _ensure_corpus(m, corpus.corpus_dir())
+    assert (result.returncode, result.stderr) == (0, "")
+    assert not m.lists.exists()  # apt was never asked
+    assert {p: p.stat().st_mtime_ns for p in corpus.corpus_dir().iterdir()} == before
 
 
 def test_the_replay_verify_uses_is_the_start_of_the_run():

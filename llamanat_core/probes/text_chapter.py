@@ -8,9 +8,10 @@ import math
 import pandas as pd
 import torch
 
+from ..corpus import NOVELS, TITLES, read_novel
 from ..study.cache import load_weights
 from ..study.text_plan import TextRun
-from ..text import HELD_OUT, NOVELS, TITLES, TRAIN_NOVELS, Corpus, read_novel, split_held_out
+from ..text import HELD_OUT, TRAIN_NOVELS, Corpus, split_held_out
 
 
 def corpus_table() -> pd.DataFrame:

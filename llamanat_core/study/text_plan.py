@@ -13,7 +13,8 @@ import json
 from dataclasses import dataclass, field
 
 from ..config import MATRIX_VARIANTS, VARIANTS, variant_config
-from ..text import SHA256, VOCAB_SIZE
+from ..corpus import SHA256
+from ..text import VOCAB_SIZE
 from ..text_train import TextBudget, text_budget_dict
 from .plan import check_seeds, record_key
 
