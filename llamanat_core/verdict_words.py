@@ -1,7 +1,8 @@
-"""The study's verdicts in words, for the sentence a mechanism chapter ends its experiment on.
-
-A chapter does not write its own verdict: it glues `verdict_sentence(row)` for a row of
-`comparisons.decide`, so the words can say only what the row decided. Better or worse
+"""The study's verdicts in generic words: `verdict_sentence(row)` for a row of
+`comparisons.decide`, chosen by the verdict alone, so they can say only what the row
+decided. A chapter's own findings are written by its author, one sentence each, from the
+row's numbers (`decision_tables.row_facts`) with a claim beside it; these generic words
+are for a page that lists rows rather than reads them. Better or worse
 only where the interval excludes no difference; equivalent only where it lies inside the
 margin; an undecided row says that the interval holds both no difference and a
 difference beyond the margin, never that the two do not differ.
@@ -102,7 +103,8 @@ def _verdict_clause(row) -> str:
     if row.verdict == "absent":
         return f"the study has no {row.metric} row for {row_name(row.control)} on {row.task} {where}"
     if row.verdict == "not learned":
-        return f"no row learns {row.task} {where} within the cap"
+        what = TASK_PHRASES[row.metric].format(task=row.task, where=where)
+        return f"every row is at chance on {what}"
     ref, ctl = row_name(row.reference), row_name(row.control)
     if row.verdict == "both at chance":
         learns = _verb(ref, "learn")
