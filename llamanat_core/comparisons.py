@@ -473,13 +473,14 @@ def _against_registered(corrected: pd.DataFrame, registered: pd.DataFrame) -> pd
 
 
 def _not_learned(df: pd.DataFrame, family: list[str]) -> pd.DataFrame:
-    """A family whose every comparison is at chance becomes one row: nothing learned it."""
+    """A family whose every comparison is at chance becomes one row: on that endpoint
+    nothing learned it (a run may still learn the task later, or earlier and lose it)."""
     out = []
     for _, g in df.groupby(family, sort=False):
         if len(g) > 1 and g.both_at_chance.all():
             first = g.iloc[0].copy()
             first["comparison"], first["control"] = "every control", "every control"
-            first["verdict"], first["stopped"] = "not learned", "no row learns within the cap"
+            first["verdict"], first["stopped"] = "not learned", "every row at chance"
             for c in ("effect", "ci_low", "ci_high", "p", "p_holm", "prob_better", "prob_better_low",
                       "prob_better_high", "seeds_needed", "control_value", "control_solved"):
                 first[c] = math.nan

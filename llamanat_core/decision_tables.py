@@ -265,8 +265,9 @@ def text_rate_table(rates: pd.DataFrame, decisions: pd.DataFrame) -> pd.DataFram
 
 def what_moved(registered: pd.DataFrame, corrected: pd.DataFrame) -> pd.DataFrame:
     """The registered-vs-corrected table: each row whose verdict the correction changes, by
-    its endpoint's short title and its label (narrow enough for the page), with both
-    analyses' effect [interval] and verdict, and how it moved: `withdrawn` (a
+    its label, with its endpoint's short title in a column (one index level, so the page
+    draws no spanning cells and the table fits), both analyses' effect [interval] and
+    verdict, and how it moved: `withdrawn` (a
     registered decision or equivalence the corrected analysis does not keep), `post hoc`
     (a decision only the corrected analysis makes; not in the headline counts), or
     `relabelled` (neither: an undecided row now saying why)."""
@@ -280,9 +281,9 @@ def what_moved(registered: pd.DataFrame, corrected: pd.DataFrame) -> pd.DataFram
                      "registered verdict": r.verdict_r,
                      "corrected": decision_effect_text(now), "corrected verdict": r.verdict_c,
                      "moved": _how_moved(r.verdict_r, r.verdict_c)})
-    cols = ["endpoint", "comparison", "n", "registered", "registered verdict", "corrected",
+    cols = ["comparison", "endpoint", "n", "registered", "registered verdict", "corrected",
             "corrected verdict", "moved"]
-    return pd.DataFrame(rows, columns=cols).set_index(["endpoint", "comparison"])
+    return pd.DataFrame(rows, columns=cols).set_index("comparison")
 
 
 CLAIMS = ("better", "worse", "equivalent")

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from .comparisons import decide
+from .decision_tables import SHORT_TITLES
 
 THRESHOLDS = (0.8, 0.95)
 SHORT_CAP = 2_400
@@ -127,9 +128,11 @@ def moved_counts(table: pd.DataFrame) -> dict:
 
 
 def readable(table: pd.DataFrame) -> pd.DataFrame:
-    """`what_moves` as a reader prints it: one label per row (comparison, task, regime) and
-    its endpoint, then the verdicts."""
+    """`what_moves` as a reader prints it, narrow enough for the page: one label per row
+    (comparison, task, regime; a RoPE base as `base 10`) and its endpoint's short title,
+    then the verdicts."""
     flat = table.reset_index()
-    label = flat.comparison + ", " + flat.task + ", " + flat.regime
-    out = flat.drop(columns=KEY).set_index([label.rename("comparison"), flat.metric.rename("endpoint")])
-    return out
+    comparison = flat.comparison.str.replace("rope_theta=", "base ", regex=False)
+    label = comparison + ", " + flat.task + ", " + flat.regime
+    endpoint = flat.metric.map(SHORT_TITLES).fillna(flat.metric)
+    return flat.drop(columns=KEY).set_index([label.rename("comparison"), endpoint.rename("endpoint")])

@@ -289,8 +289,8 @@ def test_what_moved_lists_changed_rows_and_says_how(decisions):
     moved = dtab.what_moved(registered, corrected)
     assert list(moved.moved) == ["withdrawn", "post hoc", "relabelled"]
     assert list(moved["registered verdict"]) == ["worse", "undecided", "undecided"]
-    assert list(moved.index) == [("speed", "postnorm, addition, finite"), ("speed", "mha, addition, finite"),
-                                 ("12 pairs", "gelu_mlp, finite")]
+    assert list(moved.index) == ["postnorm, addition, finite", "mha, addition, finite", "gelu_mlp, finite"]
+    assert list(moved.endpoint) == ["speed", "speed", "12 pairs"]
     assert dtab.what_moved(decisions, decisions).empty
 
 

@@ -3,9 +3,10 @@
 (−0.38, never -0.38) and thousands separators (102,528) in every printed output, table
 and stream, not only in the glued prose.
 
-The scans read the executed chapters in artifacts/, and bound the width of their tables.
-Chapters another change is still rewriting are listed in NOT_YET (TOO_WIDE_YET) and
-expected to fail, strictly: one that comes clean must leave the set.
+The scans read the executed chapters in artifacts/, bound the width of their tables, and
+require every exercise's worked solution to show its answer.
+A chapter another change is still rewriting can be listed in NOT_YET (TOO_WIDE_YET) and
+is then expected to fail, strictly: one that comes clean must leave the set.
 """
 from __future__ import annotations
 
@@ -19,10 +20,11 @@ from llamanat_core.paths import ROOT
 
 ARTIFACTS = sorted((ROOT / "artifacts").glob("*.ipynb"))
 
-NOT_YET = {"methods", "results"}
-"""Executed before their rewrite; they print reprs until they are executed again."""
-TOO_WIDE_YET = {"results", "methods"}
-"""Its verdict tables are being rewritten; until then they are wider than the page."""
+NOT_YET: set[str] = set()
+"""Chapters executed before a rewrite that still print reprs (none now)."""
+TOO_WIDE_YET: set[str] = set()
+"""Chapters whose tables are still wider than the page (none now: the decision tables print
+in two halves, `decision_tables.OUTCOME` and `TEST`)."""
 
 REPRS = {
     "a numpy scalar's repr": re.compile(r"\bnp\.(?:float|int|uint|bool|str)\w*\("),
@@ -166,3 +168,43 @@ def test_table_width_is_the_longest_word_of_each_column():
     wide = "<table><tr>" + "<td>123456789</td>" * 9 + "</tr></table>"
     assert table_width(wide) == 99 > MAX_TABLE_WIDTH  # nine columns of big numbers do not fit
     assert wide_tables(_nb(_shown("", wide))) == ["cell 0: 99 characters"]
+
+
+# ---------------------------------------------------------------- solutions that show their answer
+
+def silent_solutions(nb: dict) -> list[str]:
+    """The exercise solutions (collapsed `hide-cell` code cells after `## Exercises`) that
+    show nothing when they run: no printed line, no displayed value. A warning on stderr
+    is not an answer."""
+    silent, in_exercises = [], False
+    for i, cell in enumerate(nb["cells"]):
+        source = "".join(cell.get("source", ""))
+        if cell["cell_type"] == "markdown":
+            in_exercises = in_exercises or "## Exercises" in source.splitlines()
+            continue
+        if not in_exercises or "hide-cell" not in cell.get("metadata", {}).get("tags", []):
+            continue
+        kinds = [(o.get("output_type"), o.get("name")) for o in cell.get("outputs", [])]
+        shown = [k for k in kinds if k[0] in ("execute_result", "display_data") or k == ("stream", "stdout")]
+        if not shown:
+            silent.append(f"cell {i}: {source.splitlines()[0] if source else ''}")
+    return silent
+
+
+@pytest.mark.parametrize("path", [_param(p, set()) for p in ARTIFACTS])
+def test_every_exercise_solution_shows_its_answer(path):
+    assert silent_solutions(json.loads(path.read_text())) == []
+
+
+def test_the_solution_scan_finds_a_solution_that_prints_nothing():
+    def nb(*outputs):
+        heading = {"cell_type": "markdown", "source": "## Exercises\n\n### Exercise 1 (predict): x"}
+        solution = {"cell_type": "code", "source": "x = 1\nassert x == 1",
+                    "metadata": {"tags": ["hide-cell"]}, "outputs": list(outputs)}
+        return {"cells": [heading, solution]}
+    warning = {"output_type": "stream", "name": "stderr", "text": "UserWarning: ..."}
+    assert silent_solutions(nb()) == ["cell 1: x = 1"]
+    assert silent_solutions(nb(warning)) == ["cell 1: x = 1"]
+    assert silent_solutions(nb(_stream("x = 1"))) == [] == silent_solutions(nb(_shown("1")))
+    before = {"cells": nb()["cells"][1:] + nb()["cells"][:1]}  # a hidden cell before the exercises
+    assert silent_solutions(before) == []

@@ -47,3 +47,12 @@ def test_what_moves_lists_only_changed_rows_and_a_fold_is_no_move():
     moved = sensitivity.what_moves(table)
     assert list(moved.index) == ["r2", "r4"] and moved.loc["r4", "solve at 0.80"] == "–"
     assert sensitivity.moved_counts(table) == {"cap 2,400": 1, "solve at 0.80": 1}
+
+
+def test_readable_names_a_base_and_an_endpoint_as_the_page_does():
+    key = ("sweep", "rope_theta=1,000,000 vs rope_theta=10,000", "recall", "finite", "length_12")
+    idx = pd.MultiIndex.from_tuples([key], names=sensitivity.KEY)
+    verdicts = pd.DataFrame({"as decided": ["better"], "cap 2,400": ["equivalent"]}, index=idx)
+    out = sensitivity.readable(verdicts)
+    assert list(out.index) == [("base 1,000,000 vs base 10,000, recall, finite", "12 pairs")]
+    assert list(out.columns) == ["as decided", "cap 2,400"]

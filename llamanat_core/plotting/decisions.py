@@ -110,7 +110,7 @@ def forest_axes(ax, rows: pd.DataFrame, metric: str, limits, title: str | None =
     for yi, r in zip(y, rows.itertuples()):
         if not np.isfinite(r.effect):
             centre = math.sqrt(limits[0] * limits[1]) if is_ratio(metric) else sum(limits) / 2
-            ax.text(centre, yi, "no row learns within the cap", ha="center", va="center",
+            ax.text(centre, yi, "every row at chance", ha="center", va="center",
                     fontsize=8, style="italic", color=CHANCE_COLOR)
             continue
         color = COLORS[r.verdict]
