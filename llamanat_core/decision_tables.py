@@ -336,6 +336,18 @@ def decision_counts(decisions: pd.DataFrame) -> dict:
     return counts
 
 
+def arm_runs(runs: pd.DataFrame, variant: str, task: str, regime: str) -> pd.DataFrame:
+    """One row's runs in `comparisons.runs_table` (a variant on a task and regime at the
+    reference's base and answer), each run once: the table lists a run under every
+    measurement that uses it."""
+    return variant_rows(runs, variant, task, regime).drop_duplicates("run")
+
+
+def solved_of(runs: pd.DataFrame) -> str:
+    """How many of these runs solved within the cap, as the prose says it: '17 of 40'."""
+    return f"{int((~runs.censored.astype(bool)).sum())} of {len(runs)}"
+
+
 def arm_values(runs: pd.DataFrame, arm: tuple, column: str) -> pd.Series:
     """One row's value per seed (indexed by seed) from `comparisons.runs_table`; `arm` is
     a decision's `reference_arm` or `control_arm`: (task, variant, regime, rope_theta, answer).

@@ -247,6 +247,17 @@ def test_paired_values_keeps_unsolved_runs():
     assert empty.empty and list(empty.columns) == ["reference", "control"]
 
 
+def test_an_arms_solves_count_each_run_once_out_of_its_seeds():
+    runs = pd.DataFrame({"run": ["a", "a", "b", "c", "d", "e"], "task": "recall",
+                         "variant": ["llama", "llama", "llama", "llama", "x", "llama"],
+                         "regime": ["finite"] * 5 + ["fresh"], "rope_theta": 10000.0, "answer": "name",
+                         "seed": [0, 0, 1, 2, 0, 0], "censored": [False, False, True, False, False, False]})
+    arm = dtab.arm_runs(runs, "llama", "recall", "finite")  # run a is listed under two measurements
+    assert list(arm.run) == ["a", "b", "c"]
+    assert dtab.solved_of(arm) == "2 of 3"
+    assert dtab.solved_of(arm.assign(censored=True)) == "0 of 3"
+
+
 def test_committed_study_rows_have_intervals_inside_their_panels():
     import matplotlib.pyplot as plt
 
