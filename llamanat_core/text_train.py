@@ -50,10 +50,13 @@ class TextBudget:
     eval_every: int = 50
     eval_windows: int = 256  # the dense curve: the first windows of the validation half
     longer: tuple[int, ...] = (2, 4)  # extrapolation windows, as multiples of `context`
+    test_windows: int | None = None  # the endpoints read every window of the test half
 
     def __post_init__(self) -> None:
-        for name in ("steps", "batch_size", "context", "eval_every", "eval_windows"):
+        for name in ("steps", "batch_size", "context", "eval_every", "eval_windows", "test_windows"):
             v = getattr(self, name)
+            if name == "test_windows" and v is None:
+                continue
             if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
                 raise ValueError(f"TextBudget.{name} must be a positive integer, got {v!r}")
         if not 0 <= self.warmup < self.steps:
@@ -74,8 +77,10 @@ class TextBudget:
 
     @classmethod
     def for_steps(cls, steps: int | None = None, lr_scale: float = 1.0) -> TextBudget:
-        """The full budget, or one cut to `steps` (warm-up and evaluations scaled alike);
-        `lr_scale` multiplies the peak rate (the learning-rate check)."""
+        """The full budget, or one cut to `steps` (warm-up and evaluations scaled alike; a
+        quick look reads its endpoints on the first `eval_windows` windows of the test half,
+        as its curve reads the validation half, not on all of them); `lr_scale` multiplies
+        the peak rate (the learning-rate check)."""
         full = cls()
         if steps is not None and (not isinstance(steps, int) or isinstance(steps, bool) or steps < 2):
             raise ValueError(f"steps must be an integer of at least 2, got {steps!r}")
@@ -84,7 +89,7 @@ class TextBudget:
         if steps is None or steps == full.steps:
             return cls(lr=full.lr * lr_scale)
         return cls(steps=steps, warmup=max(1, steps * full.warmup // full.steps) if steps > 2 else 0,
-                   eval_every=max(1, steps // 16), lr=full.lr * lr_scale)
+                   eval_every=max(1, steps // 16), lr=full.lr * lr_scale, test_windows=full.eval_windows)
 
 
 def lm_loss(model, ids: torch.Tensor) -> torch.Tensor:
@@ -124,9 +129,9 @@ class TextFitResult:
 
 def test_losses(model: TinyLlama, corpus: Corpus, budget: TextBudget) -> dict:
     """The end-of-budget endpoints on the test half: the training context and longer."""
-    out = {"loss_end": held_out_loss(model, corpus.test, budget.context)}
+    out = {"loss_end": held_out_loss(model, corpus.test, budget.context, budget.test_windows)}
     for k in budget.longer:
-        out[f"loss_{k}x"] = held_out_loss(model, corpus.test, k * budget.context)
+        out[f"loss_{k}x"] = held_out_loss(model, corpus.test, k * budget.context, budget.test_windows)
     return out
 
 
@@ -178,7 +183,8 @@ def fit_text(cfg: Config, seed: int, budget: TextBudget = TextBudget(), corpus: 
         if progress is not None:
             progress(step, loss)
         if step == budget.half:
-            result.endpoints["loss_half"] = held_out_loss(model, corpus.test, budget.context)
+            result.endpoints["loss_half"] = held_out_loss(model, corpus.test, budget.context,
+                                                          budget.test_windows)
         if step % budget.eval_every == 0 or step == budget.steps:
             since = result.losses[-(step - (result.val_curve[-1]["step"] if result.val_curve else 0)):]
             result.val_curve.append({
@@ -199,6 +205,11 @@ def text_training_losses(cfg: Config, seed: int, budget: TextBudget, steps: int,
 
 
 def text_budget_dict(budget: TextBudget) -> dict:
+    """The budget as a run's record holds it (its key is a hash of the record): every field,
+    but `test_windows` only where a cut budget set it, so the full budget's record, and the
+    committed runs' keys, are what they were before the field existed."""
     d = asdict(budget)
     d["longer"] = list(d["longer"])
+    if d["test_windows"] is None:
+        del d["test_windows"]
     return d

@@ -20,7 +20,7 @@ from llamanat_core.config import variant_config
 from llamanat_core.paths import ROOT
 from llamanat_core.study import check_entry
 from llamanat_core.study.text_plan import TEXT_THETAS, TextRun, text_arms, text_plan
-from llamanat_core.text_train import TEXT_ENDPOINTS, TextBudget, fit_text, held_out_loss
+from llamanat_core.text_train import TEXT_ENDPOINTS, TextBudget, fit_text, held_out_loss, text_budget_dict
 
 ENSURE_CORPUS = ROOT / "tools" / "ensure_corpus.sh"
 
@@ -210,6 +210,24 @@ def test_a_learned_table_cannot_read_a_longer_window():
     assert math.isnan(res.endpoints["loss_2x"]) and math.isnan(res.endpoints["loss_4x"])
     assert not math.isnan(res.endpoints["loss_end"])
     assert not math.isnan(held_out_loss(res.model, _slice_corpus().test, 48))
+
+
+def test_a_quick_look_reads_its_endpoints_on_the_first_test_windows_only():
+    from dataclasses import replace
+
+    full, cut = TextBudget(), TextBudget.for_steps(4)
+    assert full.test_windows is None and cut.test_windows == full.eval_windows
+    # the full budget's record has no such field, so the committed runs keep their keys
+    assert "test_windows" not in text_budget_dict(full)
+    assert text_budget_dict(cut)["test_windows"] == full.eval_windows
+    corpus = _slice_corpus()  # a test half of 12 windows of 48 characters
+    cfg = variant_config("llama", vocab_size=text.VOCAB_SIZE)
+    res = fit_text(cfg, 0, replace(cut, test_windows=2), corpus)
+    assert res.endpoints["loss_end"] == held_out_loss(res.model, corpus.test, 48, 2)
+    assert res.endpoints["loss_end"] != held_out_loss(res.model, corpus.test, 48)
+    assert res.endpoints["loss_2x"] == held_out_loss(res.model, corpus.test, 96, 2)
+    with pytest.raises(ValueError, match="TextBudget.test_windows"):
+        TextBudget(test_windows=0)
 
 
 # ------------------------------------------------------------------ text runs in the study
