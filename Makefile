@@ -83,21 +83,22 @@ lint: venv
 browser:
 	@tools/ensure_chromium.sh
 
-# Every check but the slow tier, in order: Chromium present; lint; the committed runs
-# re-fitted for their first steps on this CPU (`llamanat verify`, one core) beside the book
-# build from the committed chapters with warnings as errors (the other core); then one
-# session of the unit and pipeline tests, nbval on the committed chapters and the browser
-# test on the pages just built (its waits for pages overlap other tests).
+# Every check but the slow tier, in order: Chromium present; lint; the book built from the
+# committed chapters with warnings as errors, while the committed runs are re-fitted for
+# their first steps on this CPU (`llamanat verify`, one core, about 25 s); then, verify
+# still running, one session of the unit and pipeline tests, nbval on the committed
+# chapters and the browser test on the pages just built (its waits for pages overlap other
+# tests). Both must pass; verify's report is printed at the end.
 VERIFY_LOG = _build/verify.log
 
 test: browser venv corpus
 	$(BIN)/ruff check llamanat_core tests benchmarks
 	mkdir -p _build
 	$(BIN)/llamanat verify > $(VERIFY_LOG) 2>&1 & verify=$$!; \
-		$(BOOK_BUILD); built=$$?; wait $$verify; verified=$$?; \
-		cat $(VERIFY_LOG); test $$built -eq 0 && test $$verified -eq 0
-	LLAMANAT_REQUIRE_BOOK=1 $(BIN)/python -m pytest tests artifacts/*.ipynb $(NBVAL) $(PARALLEL) \
-		-m "not slow"
+		$(BOOK_BUILD) || { wait $$verify; cat $(VERIFY_LOG); exit 1; }; \
+		LLAMANAT_REQUIRE_BOOK=1 $(BIN)/python -m pytest tests artifacts/*.ipynb $(NBVAL) $(PARALLEL) \
+			-m "not slow"; tested=$$?; \
+		wait $$verify; verified=$$?; cat $(VERIFY_LOG); test $$tested -eq 0 && test $$verified -eq 0
 
 # The slow tier alone (tests marked `slow`: each chapter's tiny-budget fresh run but the
 # one `make test` keeps). Run it after changing the chapter runner or the study's runner.

@@ -376,8 +376,6 @@ def chapter_curves(results, fresh: bool = False, fresh_dir: Path | None = None):
     `chapter_results` returned: the committed study's curves, or with fresh=True the
     reader's own runs, read from their run files in the fresh cache (where
     `chapter_results(..., fresh=True)` trained them)."""
-
-
     keys = list(dict.fromkeys(results.run))
     if not fresh:
         df = load_curves()
