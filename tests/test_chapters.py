@@ -253,7 +253,7 @@ TINY_RUN_IN_MAKE_TEST = "rope"
 @pytest.mark.parametrize("path", [
     pytest.param(p, id=p.stem, marks=() if p.stem == TINY_RUN_IN_MAKE_TEST else pytest.mark.slow)
     for p in SOURCES])
-def test_fresh_run_with_a_tiny_budget_executes(path, tmp_path, fresh_runs):
+def test_fresh_run_with_a_tiny_budget_executes(path, tmp_path, fresh_runs, monkeypatch):
     """A reader's `llamanat chapters NAME --fresh --steps 4 --seeds 0` works: the chapter
     trains its own runs (through the study runner, into a temporary folder here, never
     the repository's) and executes to the end on them: every code cell ran. The chapters
@@ -264,6 +264,10 @@ def test_fresh_run_with_a_tiny_budget_executes(path, tmp_path, fresh_runs):
     once, and keeps no metadata that would differ between two executions (that two
     executions are the same bytes is the round trip's check)."""
     params = {"fresh": True, "steps": 4, "seeds": [0]}
+    # Eager, as the README advises for a few steps: compiling each architecture's step
+    # costs more than four steps on a new machine, and the compiled step has its own tests
+    # (test_train, the study's pool). The kernel inherits the setting.
+    monkeypatch.setenv("LLAMANAT_COMPILE", "0")
     fresh_dir = fresh_runs
     (out,) = run_chapters([path.stem], params, out_dir=tmp_path / "out", fresh_dir=fresh_dir)
     text = out.read_text()
