@@ -88,7 +88,17 @@ def pytest_sessionfinish(session, exitstatus):
 ONE_WORKER = ("tests/test_ray.py", "tests/test_browser.py")
 
 
+# Tests that compile the same graph (llama's recall step at test_train's SMALL budget): on
+# one worker, one after the other, the second finds the graph in inductor's cache; on two
+# workers at once both compile it (about 30 s each on a new machine's empty cache).
+SAME_GRAPH = {f"tests/test_train.py::{t}": "llama's recall graph" for t in (
+    "test_same_seed_is_bit_identical[recall-compiled]",
+    "test_speed_path_computes_the_plain_loop[llama-recall-compiled]")}
+
+
 def _one_worker_scope(nodeid: str) -> str | None:
+    if nodeid in SAME_GRAPH:
+        return SAME_GRAPH[nodeid]
     path = nodeid.split("::", 1)[0]
     return path if path.endswith(".ipynb") or path in ONE_WORKER else None
 
@@ -123,7 +133,7 @@ def run_order(item) -> tuple[int, int]:
     first (more cells and figures), then the tests of SLOW_TIERS, and the many short tests
     last, where they fill both workers to the end."""
     scope = _one_worker_scope(item.nodeid)
-    if scope is None:
+    if scope is None or item.nodeid in SAME_GRAPH:
         return (2 if any(item.get_closest_marker(m) for m in SLOW_TIERS) else 3, 0)
     if scope.endswith(".ipynb"):
         return (1, -Path(str(item.fspath)).stat().st_size)

@@ -619,6 +619,11 @@ def test_notebooks_and_the_ray_file_are_each_one_unit_of_work():
     ray = {_one_worker_scope(f"tests/test_ray.py::{t}") for t in ("test_a", "test_b[x-1]")}
     assert ray == {"tests/test_ray.py"}
     assert _one_worker_scope("tests/test_train.py::test_flat_adamw_is_torch_adamw") is None
+    graph = {_one_worker_scope(f"tests/test_train.py::{t}") for t in (
+        "test_same_seed_is_bit_identical[recall-compiled]",
+        "test_speed_path_computes_the_plain_loop[llama-recall-compiled]")}
+    assert len(graph) == 1 and None not in graph  # one compiled graph, compiled once
+    assert _one_worker_scope("tests/test_train.py::test_same_seed_is_bit_identical[recall-eager]") is None
 
 
 def test_the_longest_units_of_work_are_handed_out_first():
@@ -637,11 +642,14 @@ def test_the_longest_units_of_work_are_handed_out_first():
     small, large = by_size[0], by_size[-1]
     items = [item("tests/test_stats.py::test_holm"), item("tests/test_study.py::test_pool", "pool"),
              item(f"artifacts/{small.stem}.ipynb::Cell 0"), item(f"artifacts/{large.stem}.ipynb::Cell 0"),
-             item(f"artifacts/{large.stem}.ipynb::Cell 1"), item("tests/test_ray.py::test_a", "pool")]
+             item(f"artifacts/{large.stem}.ipynb::Cell 1"), item("tests/test_ray.py::test_a", "pool"),
+             item("tests/test_train.py::test_same_seed_is_bit_identical[recall-compiled]", "compile")]
     order = [i.nodeid for i in sorted(items, key=run_order)]
     assert order == ["tests/test_ray.py::test_a", f"artifacts/{large.stem}.ipynb::Cell 0",
                      f"artifacts/{large.stem}.ipynb::Cell 1", f"artifacts/{small.stem}.ipynb::Cell 0",
-                     "tests/test_study.py::test_pool", "tests/test_stats.py::test_holm"]
+                     "tests/test_study.py::test_pool",
+                     "tests/test_train.py::test_same_seed_is_bit_identical[recall-compiled]",
+                     "tests/test_stats.py::test_holm"]
 
 
 # A 1 x 1 PNG: the figure a cell displays (nbval compares it however it was drawn).
