@@ -111,12 +111,20 @@ def row_facts(row, prefix: str) -> dict[str, str]:
     many of the `_n` seeds each arm solved, and on an accuracy row `_gap`, the gap's size
     without its sign (7.5), for "7.5 points below". The sentence's words are the author's;
     a claim cell beside it asserts the verdict and the sign they state."""
-    facts = {"n": f"{int(row.n)}", "effect": _effect(row), "interval": _interval(row)}
+    if not np.isfinite(row.effect):  # no test: both arms at chance, or too few seeds
+        facts = dict.fromkeys(("effect", "interval", "ref", "ctl") if is_ratio(row.metric)
+                              else ("effect", "interval", "gap"), "–")
+        return {f"{prefix}_{k}": v for k, v in ({"n": _count(row.n)} | facts).items()}
+    facts = {"n": _count(row.n), "effect": _effect(row), "interval": _interval(row)}
     if is_ratio(row.metric):
-        facts |= {"ref": f"{int(row.reference_solved)}", "ctl": f"{int(row.control_solved)}"}
+        facts |= {"ref": _count(row.reference_solved), "ctl": _count(row.control_solved)}
     else:
         facts["gap"] = signed_number(abs(100 * row.effect), 1)
     return {f"{prefix}_{k}": v for k, v in facts.items()}
+
+
+def _count(x) -> str:
+    return f"{int(x)}" if np.isfinite(x) else "0"
 
 
 def solved_text(row) -> str:

@@ -70,6 +70,11 @@ def test_row_facts_give_a_sentence_its_numbers_under_one_prefix(decisions):
     assert dtab.verdict_text(pd.Series(_row(verdict="worse", post_hoc=True))) == "worse (post hoc)"
     facts = dtab.row_facts(never, "m")
     assert (facts["m_effect"], facts["m_interval"], facts["m_ctl"]) == ("≥×4.81", "[ties, 5.99]", "0")
+    # a row with no test (both arms at chance, or a reader's one fresh seed): dashes, no error
+    untested = pd.Series(_row(effect=np.nan, lo=np.nan, hi=np.nan, n=np.nan,
+                              reference_solved=np.nan, control_solved=np.nan))
+    assert dtab.row_facts(untested, "u") == {"u_n": "0", "u_effect": "–", "u_interval": "–",
+                                             "u_ref": "–", "u_ctl": "–"}
 
 
 def test_decision_table_formats_every_row(decisions):

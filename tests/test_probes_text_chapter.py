@@ -7,7 +7,9 @@ import pytest
 import torch
 
 from llamanat_core.corpus import check_corpus
-from llamanat_core.probes.text_chapter import corpus_table, uniform_loss, unigram_loss
+import pandas as pd
+
+from llamanat_core.probes.text_chapter import corpus_table, held_out_above_from, uniform_loss, unigram_loss
 from llamanat_core.text import Corpus
 
 
@@ -28,3 +30,13 @@ def test_a_uniform_guess_costs_log_v():
 def test_the_corpus_table_counts_every_novel_once():
     t = corpus_table()
     assert len(t) == 6 and t.characters.sum() > 4_000_000 and (t["used for"] == "training").sum() == 5
+
+
+def test_validation_above_training_from_the_first_step_it_stays_so():
+    def curves(val_minus_train):  # two seeds: step -> (seed 0's, seed 1's) val - train
+        return pd.DataFrame([{"run": r, "step": step, "train_loss": 2.0, "val_loss": 2.0 + d[r]}
+                             for step, d in val_minus_train.items() for r in (0, 1)])
+
+    assert held_out_above_from(curves({50: (0.1, 0.1), 100: (-0.1, 0.1), 150: (0.1, 0.2), 200: (0.1, 0.1)})) == 150
+    assert held_out_above_from(curves({50: (0.1, 0.1), 100: (0.1, 0.1)})) == 50
+    assert held_out_above_from(curves({50: (0.1, 0.1), 100: (0.1, -0.1)})) is None  # not at the end

@@ -45,6 +45,14 @@ def uniform_loss(vocab: int) -> float:
     return math.log(vocab)
 
 
+def held_out_above_from(curves: pd.DataFrame) -> int | None:
+    """The first evaluation step from which every seed's validation loss stays above its
+    training loss to the end (`curves`: step, val_loss, train_loss per run and step); None
+    if the last step does not have it (a few steps of a quick look may not)."""
+    above = curves.groupby("step").apply(lambda g: bool((g.val_loss > g.train_loss).all()))
+    return next((int(step) for step in above.index if above.loc[step:].all()), None)
+
+
 def reference_text_model(variant: str = "llama"):
     """The study's seed-0 text model of `variant` (weights kept for `llama` and `abs_pos`)."""
     run = TextRun(variant, 0)
