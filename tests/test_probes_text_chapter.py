@@ -3,12 +3,11 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 import torch
 
 from llamanat_core.corpus import check_corpus
-import pandas as pd
-
 from llamanat_core.probes.text_chapter import corpus_table, held_out_above_from, uniform_loss, unigram_loss
 from llamanat_core.text import Corpus
 
