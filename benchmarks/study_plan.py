@@ -118,7 +118,7 @@ def text_report(workers: int) -> None:
     from llamanat_core.two_stage import text_study_plan
 
     p = text_study_plan()
-    first = {r.key for r in p["text"] if r.seed in TEXT_SEEDS}
+    first = {r.key for r in text_first_seeds()}
     parts = {"first ten seeds": [r for r in p["text"] if r.key in first],
              "learning-rate check": [r for r in p["text_lr"] if r.key not in first],
              "added seeds (cached)": [r for r in p["text"] if r.key not in first]}

@@ -387,5 +387,6 @@ def difference_sd(runs: pd.DataFrame, row, seeds) -> float:
 __all__ = ["chapter_decisions", "decision_table", "OUTCOME", "TEST", "decision_counts", "what_moved",
            "branch_table",
            "decision_effect_text", "solved_text", "row_facts", "verdict_text",
-           "margin_text", "signed", "is_ratio", "row_label", "is_pending", "arm_values",
+           "margin_text", "signed", "is_ratio", "row_label", "is_pending",
+           "arm_runs", "solved_of", "arm_values",
            "paired_values", "difference_sd", "METRIC_TITLES", "MEASUREMENT_TITLES", "SHORT_TITLES"]

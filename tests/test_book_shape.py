@@ -212,3 +212,18 @@ def test_chapters_print_no_warnings(path):
     stderr = [o.get("text", "") for c in nb["cells"] for o in c.get("outputs", [])
               if o.get("name") == "stderr"]
     assert not stderr, f"{path.stem} prints to stderr: {''.join(stderr[0])[:200]}"
+
+
+def test_chapters_import_only_what_they_use(tmp_path):
+    """A chapter's code cells, as one script, have no unused import (ruff's F401): an import
+    left behind by a rewrite is a name a reader looks for in vain."""
+    import subprocess
+    import sys
+
+    for path in SOURCES:
+        nb = jupytext.reads(path.read_text(), fmt="md:myst")
+        jupytext.write(nb, str(tmp_path / f"{path.stem}.py"), fmt="py:percent")
+    ruff = Path(sys.executable).parent / "ruff"
+    result = subprocess.run([str(ruff), "check", "--isolated", "--select", "F401", "--output-format",
+                             "concise", str(tmp_path)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout
