@@ -153,7 +153,7 @@ EDGES = import_graph(PACKAGE_DIR)
 def test_the_graph_sees_imports_at_module_level_and_inside_functions():
     """A sanity check of the reader on edges known to exist (so an empty graph cannot pass)."""
     seen = {(e.source, e.target) for e in EDGES}
-    assert ("llamanat_core.study.results", "llamanat_core.study.cache") in seen
+    assert ("llamanat_core.study.results", "llamanat_core.study.run_files") in seen
     assert ("llamanat_core.two_stage", "llamanat_core.comparisons") in seen
 
 

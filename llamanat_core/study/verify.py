@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import variant_config
+from ..paths import STUDY_DIR
 from ..text import VOCAB_SIZE
 from ..text_train import TextBudget, text_training_losses
 from ..train import Budget, TaskSpec, training_losses
 from ..util import torch_threads
-from .cache import STUDY_DIR, committed_entries
+from .run_files import committed_entries
 
 VERIFY_STEPS = 50
 # Between the ~2.4e-6 that rounding reaches and the ~4.4e-4 of the smallest real change.
