@@ -38,8 +38,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from . import paired, sequential, stats
+from . import paired, sequential
 from .comparisons import Endpoint
+from .families import decide_families, pair_by_seed, second_stage, stage_pairs
 
 TEXT_UNIT = 1e-4  # nats per character: the differences' rounding, far below any effect
 TEXT_MARGIN = 0.01  # nats per character (the module's docstring says why)
@@ -88,9 +89,8 @@ VERDICT_WORDS = {"lower": "better", "higher": "worse"}  # a lower loss is the be
 
 def _stages(pair: pd.DataFrame, ep: Endpoint):
     """(first ten seeds' differences, the added seeds' or None, why it stopped, pending?)."""
-    d = (pair[f"{ep.column}_c"] - pair[f"{ep.column}_r"]).to_numpy(float)
-    first = d[pair.seed.isin(sequential.FIRST_SEEDS).to_numpy()]
-    added = d[pair.seed.isin(sequential.ADDED_SEEDS).to_numpy()]
+    _, first_pairs, added_pairs = stage_pairs(pair, ep.column)
+    first = _differences(first_pairs, ep.column)
     if len(first) < len(sequential.FIRST_SEEDS):
         return first, None, f"{len(first)} of {len(sequential.FIRST_SEEDS)} first seeds so far", True
     if not ep.primary:
@@ -98,15 +98,19 @@ def _stages(pair: pd.DataFrame, ep: Endpoint):
     look = paired.first_look(first, unit=TEXT_UNIT, margin=TEXT_MARGIN)
     if look != "continue":
         return first, None, f"{look} on the first 10 seeds", False
-    if len(added) < len(sequential.ADDED_SEEDS):
-        return first, None, (f"undecided on the first 10 seeds: {len(added)} of "
-                             f"{len(sequential.ADDED_SEEDS)} added seeds so far"), True
-    return first, added, "two stages: 40 seeds", False
+    _, pending, waiting = second_stage(True, added_pairs)
+    if pending:
+        return first, None, waiting, True
+    return first, _differences(added_pairs, ep.column), "two stages: 40 seeds", False
+
+
+def _differences(pair: pd.DataFrame, column: str) -> np.ndarray:
+    """Control − reference on `column`, seed by seed."""
+    return (pair[f"{column}_c"] - pair[f"{column}_r"]).to_numpy(float)
 
 
 def _one(family: str, control: str, ref: pd.DataFrame, ctl: pd.DataFrame, ep: Endpoint) -> dict | None:
-    pair = ref[["seed", ep.column]].merge(ctl[["seed", ep.column]], on="seed", suffixes=("_r", "_c"))
-    pair = pair.dropna().sort_values("seed")
+    pair = stage_pairs(pair_by_seed(ref, ctl), ep.column)[0]
     if pair.empty:  # e.g. a learned position table on windows longer than its table
         return None
     first, added, stopped, pending = _stages(pair, ep)
@@ -133,21 +137,18 @@ def decide_text(results: pd.DataFrame) -> pd.DataFrame:
             if (r := _one(family, control, ref, ctl, ep)) is not None]
     if not rows:
         return pd.DataFrame(columns=TEXT_DECISION_COLUMNS)
-    df = pd.DataFrame(rows)
-    df["level"] = df.groupby(["family", "metric"], sort=False).p.transform(
-        lambda p: pd.Series(stats.holm_levels(p), index=p.index))
-    finished = []
-    for r in df.to_dict("records"):
-        d = paired.decide_paired(r["_first"], r["_added"], unit=TEXT_UNIT, margin=TEXT_MARGIN,
-                                 level=r["level"], two_stage=r["primary"])
-        if r["_pending"]:  # the median so far, and no interval until the stage is complete
-            finished.append({"effect": d.estimate, "ci_low": np.nan, "ci_high": np.nan,
-                             "level": d.level, "verdict": "pending"})
-            continue
-        finished.append({"effect": d.estimate, "ci_low": d.low, "ci_high": d.high,
-                         "level": d.level, "verdict": VERDICT_WORDS.get(d.verdict, d.verdict)})
-    out = pd.concat([df.drop(columns="level"), pd.DataFrame(finished, index=df.index)], axis=1)
-    return out[TEXT_DECISION_COLUMNS]
+    return decide_families(rows, ["family", "metric"], _finish)[TEXT_DECISION_COLUMNS]
+
+
+def _finish(r: dict) -> dict:
+    """One row's interval and verdict at its Holm level (`level`: the level it used)."""
+    d = paired.decide_paired(r["_first"], r["_added"], unit=TEXT_UNIT, margin=TEXT_MARGIN,
+                             level=r["level"], two_stage=r["primary"])
+    if r["_pending"]:  # the median so far, and no interval until the stage is complete
+        return {"effect": d.estimate, "ci_low": np.nan, "ci_high": np.nan, "level": d.level,
+                "verdict": "pending"}
+    return {"effect": d.estimate, "ci_low": d.low, "ci_high": d.high, "level": d.level,
+            "verdict": VERDICT_WORDS.get(d.verdict, d.verdict)}
 
 
 def text_differences(results: pd.DataFrame, metric: str = "loss_end") -> pd.DataFrame:
@@ -156,7 +157,7 @@ def text_differences(results: pd.DataFrame, metric: str = "loss_end") -> pd.Data
     for their spread."""
     out = []
     for family, control, ref, ctl in text_comparisons(results):
-        pair = ref[["seed", metric]].merge(ctl[["seed", metric]], on="seed", suffixes=("_r", "_c")).dropna()
+        pair = stage_pairs(pair_by_seed(ref, ctl), metric)[0]
         out.append(pd.DataFrame({"family": family, "comparison": control, "seed": pair.seed,
                                  "difference": pair[f"{metric}_c"] - pair[f"{metric}_r"]}))
     return pd.concat(out, ignore_index=True).sort_values(["family", "comparison", "seed"], kind="stable")
