@@ -175,32 +175,39 @@ def query_count(t: int, last: int | None) -> int:
     return t if last is None else min(last, t)
 
 
+ACTIVATIONS = {"swiglu": F.silu, "geglu": F.gelu, "gelu": F.gelu, "silu": F.silu}
+
+
 class SwiGLU(nn.Module):
-    """down(silu(gate(x)) * up(x)): the gate scales each hidden unit smoothly."""
+    """down(silu(gate(x)) * up(x)): the gate scales each hidden unit smoothly.
+    (The GEGLU control, `mlp="geglu"`, is the same unit with GELU in place of SiLU.)"""
 
     def __init__(self, cfg: Config):
         super().__init__()
         self.gate_proj = nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias)
         self.up_proj = nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias)
         self.down_proj = nn.Linear(cfg.d_ff, cfg.d_model, bias=cfg.bias)
+        self.act = ACTIVATIONS[cfg.mlp]
 
     def hidden(self, x: torch.Tensor) -> torch.Tensor:
-        return F.silu(self.gate_proj(x)) * self.up_proj(x)
+        return self.act(self.gate_proj(x)) * self.up_proj(x)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down_proj(self.hidden(x))
 
 
 class GeluMLP(nn.Module):
-    """The displaced two-matrix MLP, widened to 1.5 x d_ff so parameters match SwiGLU."""
+    """The displaced two-matrix MLP, widened to 1.5 x d_ff so parameters match SwiGLU.
+    (The `silu_mlp` control is the same MLP with SiLU: the activation without the gate.)"""
 
     def __init__(self, cfg: Config):
         super().__init__()
         self.up_proj = nn.Linear(cfg.d_model, cfg.gelu_ff, bias=cfg.bias)
         self.down_proj = nn.Linear(cfg.gelu_ff, cfg.d_model, bias=cfg.bias)
+        self.act = ACTIVATIONS[cfg.mlp]
 
     def hidden(self, x: torch.Tensor) -> torch.Tensor:
-        return F.gelu(self.up_proj(x))
+        return self.act(self.up_proj(x))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down_proj(self.hidden(x))
@@ -219,7 +226,7 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = make_norm(cfg)
         self.self_attn = Attention(cfg, layer)
         self.post_attention_layernorm = make_norm(cfg)
-        self.mlp = SwiGLU(cfg) if cfg.mlp == "swiglu" else GeluMLP(cfg)
+        self.mlp = SwiGLU(cfg) if cfg.mlp in ("swiglu", "geglu") else GeluMLP(cfg)
 
     def forward(self, x, rope=None, cache=None, start: int = 0, last: int | None = None):
         """With `last`, only the last positions come out: everything after attention

@@ -55,8 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_params(sub) -> None:
-    sub.add_parser("params", help="the parameter table of every variant",
-                   description="Print each variant, the field it changes and its exact parameter count.")
+    p = sub.add_parser("params", help="the parameter table of every variant",
+                       description="Print each variant, the field it changes and its exact parameter "
+                                   "count, at the reference size (S) or the text study's larger one (M).")
+    p.add_argument("--size", choices=("S", "M"), default="S",
+                   help="the model size: S, the reference, or M, twice its width (default S)")
 
 
 def _add_cache(sub) -> None:

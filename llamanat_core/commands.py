@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 from .chapters import ChapterError, run_chapters
-from .config import EXPECTED_PARAMETERS, VARIANTS, variant_config
+from .config import EXPECTED_PARAMETERS, VARIANTS, size_config, variant_changes, variant_config
 from .model import TinyLlama
 from .paths import ARTIFACTS_DIR, FRESH_CHAPTERS_DIR, KV_TEXT_TIMING_PATH, KV_TIMING_PATH, ROOT
 from .probes.kv_cache_chapter import arithmetic_table, human_bytes, measure_text_timing, measure_timing
@@ -37,16 +37,19 @@ from .util import WriteError
 
 
 def cmd_params(args) -> int:
-    print(f"{'variant':<10} {'change':<28} {'parameters':>11}  groups")
-    for name, change in VARIANTS.items():
-        model = TinyLlama(variant_config(name), seed=None)
+    size = getattr(args, "size", "S")
+    print(f"{'variant':<12} {'change':<28} {'parameters':>11}  groups")
+    for name in VARIANTS:
+        cfg = variant_config(name, size=size)
+        change = variant_changes(VARIANTS[name], size_config(size))
+        model = TinyLlama(cfg, seed=None)
         n = model.num_parameters()
-        if name in EXPECTED_PARAMETERS and n != EXPECTED_PARAMETERS[name]:
+        if size == "S" and name in EXPECTED_PARAMETERS and n != EXPECTED_PARAMETERS[name]:
             raise ValueError(f"variant {name!r} has {n:,} parameters, registered as "
                              f"{EXPECTED_PARAMETERS[name]:,}")
         groups = ", ".join(f"{k} {v:,}" for k, v in model.parameter_breakdown().items() if v)
         what = ", ".join(f"{k}={v}" for k, v in change.items()) or "reference"
-        print(f"{name:<10} {what:<28} {n:>11,}  {groups}")
+        print(f"{name:<12} {what:<28} {n:>11,}  {groups}")
     return 0
 
 

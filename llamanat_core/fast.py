@@ -1,9 +1,10 @@
-"""The speed path of `train.fit`: one flat parameter vector, the whole step in one compiled graph.
+"""The speed path of every run: one flat parameter vector, the whole step in one compiled graph.
 
-Nothing here changes what is computed: the same model, the same answer-position
-cross-entropy (`model.answer_loss` itself), gradient clipping at the budget's norm and
-AdamW at the budget's learning rate with the hyper-parameters of `optim` (torch's default
-betas, eps and weight decay) on every parameter, as `train.PlainStep` does.
+Nothing here changes what is computed: the same model, the same cross-entropy
+(`model.answer_loss` itself: the answer positions of a puzzle, every position of text),
+gradient clipping at the budget's norm and AdamW at the budget's learning rate (constant,
+or scheduled step by step) with the hyper-parameters of `optim` (torch's default betas,
+eps and weight decay) on the parameters `optim.decays` picks, as `train.PlainStep` does.
 What changes is how many small operations it takes:
 
 - **One flat vector.** Every distinct parameter (the tied embedding/head matrix once) is
@@ -40,7 +41,7 @@ from torch.func import functional_call, grad_and_value
 
 from .config import REFERENCE, Config
 from .model import TinyLlama, answer_loss
-from .optim import BETAS, EPS, WEIGHT_DECAY
+from .optim import BETAS, EPS, WEIGHT_DECAY, decays
 
 
 def compile_default() -> bool:
@@ -69,13 +70,18 @@ class FlatParameters:
     def views(self, flat: torch.Tensor) -> list[torch.Tensor]:
         return [chunk.view(shape) for chunk, shape in zip(flat.split(self.sizes), self.shapes)]
 
+    def decay_mask(self, decay: str) -> torch.Tensor:
+        """1 where weight decay touches the flat vector, 0 where it does not (`optim.decays`)."""
+        return torch.cat([torch.full((n,), float(decays(p, decay)))
+                          for n, p in zip(self.sizes, self.model.parameters())])
+
     def release(self) -> None:
         for p in self.model.parameters():
             p.data = p.data.clone()
 
 
 def flat_answer_loss(template: nn.Module, names: tuple, sizes: tuple, shapes: tuple,
-                     answer_len: int, flat: torch.Tensor, buffers: dict,
+                     answer_len: int | None, flat: torch.Tensor, buffers: dict,
                      ids: torch.Tensor) -> torch.Tensor:
     """model.answer_loss, with the parameters taken from the flat vector."""
     params = {n: c.view(s) for n, c, s in zip(names, flat.split(sizes), shapes)}
@@ -87,13 +93,17 @@ def flat_answer_loss(template: nn.Module, names: tuple, sizes: tuple, shapes: tu
 
 
 def adamw_(flat: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Tensor,
-           exp_avg_sq: torch.Tensor, count: torch.Tensor, lr: float) -> None:
+           exp_avg_sq: torch.Tensor, count: torch.Tensor, lr, decay=None) -> None:
     """torch.optim.AdamW's update with the hyper-parameters of `optim` (the plain loop's),
     in place on flat tensors. `count` is the step number as a 0-d float32 tensor, so one
-    compiled graph serves every step."""
+    compiled graph serves every step; so is `lr` when it follows a schedule. `decay`, a
+    0/1 mask, limits weight decay to where it is 1 (None: everywhere)."""
     (beta1, beta2), eps, weight_decay = BETAS, EPS, WEIGHT_DECAY
     count.add_(1)
-    flat.mul_(1 - lr * weight_decay)  # decoupled weight decay
+    if decay is None:
+        flat.mul_(1 - lr * weight_decay)  # decoupled weight decay
+    else:
+        flat.mul_(1 - lr * weight_decay * decay)
     exp_avg.lerp_(grad, 1 - beta1)
     exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
     bias1 = 1 - torch.pow(beta1, count)
@@ -103,9 +113,9 @@ def adamw_(flat: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Tensor,
 
 
 def train_step(template: nn.Module, names: tuple, sizes: tuple, shapes: tuple,
-               answer_len: int, flat: torch.Tensor, exp_avg: torch.Tensor,
+               answer_len: int | None, flat: torch.Tensor, exp_avg: torch.Tensor,
                exp_avg_sq: torch.Tensor, count: torch.Tensor, buffers: dict,
-               ids: torch.Tensor, lr: float, clip: float) -> torch.Tensor:
+               ids: torch.Tensor, lr, clip: float, decay=None) -> torch.Tensor:
     """One whole training step as a pure function of its tensors: forward and backward
     (torch.func), clipping, AdamW. Compiled, it is one graph; every run of an
     architecture reuses it, since nothing run-specific is baked in."""
@@ -113,7 +123,7 @@ def train_step(template: nn.Module, names: tuple, sizes: tuple, shapes: tuple,
         template, names, sizes, shapes, answer_len, flat, buffers, ids)
     norm = torch.linalg.vector_norm(grad)
     grad = grad * torch.clamp(clip / (norm + 1e-6), max=1.0)
-    adamw_(flat, grad, exp_avg, exp_avg_sq, count, lr)
+    adamw_(flat, grad, exp_avg, exp_avg_sq, count, lr, decay)
     return loss
 
 
@@ -168,7 +178,8 @@ def train_step_copy():
 
 
 def _compiled_step(key: tuple):
-    """The compiled step of one graph key: (template, answer length, lr, clip).
+    """The compiled step of one graph key: (template, answer length, lr or "scheduled", clip,
+    decay).
 
     Before every call of a compiled function dynamo checks the guards that pick its graph:
     here ~700 of them (the template's modules, the parameter names and sizes, lr, clip),
@@ -190,28 +201,37 @@ def _compiled_step(key: tuple):
 class FastStep:
     """forward + backward + clip + AdamW for one model: `loss = step(ids)`.
 
-    `lr` and `clip` are the run's (the budget's); AdamW's other hyper-parameters are
-    `optim`'s, as in `train.PlainStep`. `compile` None follows LLAMANAT_COMPILE.
+    The arguments are `train.PlainStep`'s: `lr` a constant (baked into the graph) or a
+    schedule, step -> rate (fed to the graph each step as a tensor); `answer_len` None
+    trains on every position; `decay` picks what weight decay touches. AdamW's other
+    hyper-parameters are `optim`'s. `compile` None follows LLAMANAT_COMPILE.
     """
 
-    def __init__(self, model: TinyLlama, answer_len: int, lr: float, clip: float,
-                 compile: bool | None = None):
+    def __init__(self, model: TinyLlama, answer_len: int | None, lr, clip: float,
+                 compile: bool | None = None, decay: str = "all"):
         self.params = FlatParameters(model)
         self.buffers = dict(model.named_buffers())
         self.template = _template(model.cfg)
-        self.answer_len, self.lr, self.clip = answer_len, lr, clip
+        self.answer_len, self.clip, self.step = answer_len, clip, 0
+        self.schedule = lr if callable(lr) else None
+        self.lr = torch.zeros((), dtype=torch.float32) if callable(lr) else lr
+        # "all" keeps the puzzles' graph exactly as it was: no mask in it
+        self.decay = None if decay == "all" else self.params.decay_mask(decay)
         compiled = compile_default() if compile is None else compile
-        self.step_fn = _compiled_step((self.template, answer_len, lr, clip)) if compiled \
-            else train_step
+        key = (self.template, answer_len, "scheduled" if callable(lr) else lr, clip, decay)
+        self.step_fn = _compiled_step(key) if compiled else train_step
         flat = self.params.flat
         self.exp_avg, self.exp_avg_sq = torch.zeros_like(flat), torch.zeros_like(flat)
         self.count = torch.zeros((), dtype=torch.float32)  # float64 would not advance in the graph
 
     def __call__(self, ids: torch.Tensor) -> torch.Tensor:
+        self.step += 1
+        if self.schedule is not None:
+            self.lr.fill_(self.schedule(self.step))
         p = self.params
         return self.step_fn(self.template, p.names, p.sizes, p.shapes, self.answer_len, p.flat,
                             self.exp_avg, self.exp_avg_sq, self.count, self.buffers, ids,
-                            self.lr, self.clip)
+                            self.lr, self.clip, self.decay)
 
     def release(self) -> None:
         self.params.release()

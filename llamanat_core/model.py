@@ -128,12 +128,13 @@ class TinyLlama(nn.Module):
         return groups
 
 
-def answer_loss(model, ids: torch.Tensor, answer_len: int) -> torch.Tensor:
+def answer_loss(model, ids: torch.Tensor, answer_len: int | None) -> torch.Tensor:
     """Teacher-forced cross-entropy on the answer positions only: the training objective.
+    On text every next character is an answer: `answer_len` None scores every position.
 
     `model` is anything called as model(ids, last=k): a TinyLlama itself, or the
     speed path's functional call of one.
     """
-    logits = model(ids[:, :-1], last=answer_len)  # (B, answer_len, V): head only where graded
-    targets = ids[:, -answer_len:]  # (B, answer_len)
+    logits = model(ids[:, :-1], last=answer_len)  # (B, answer_len or T, V): head only where graded
+    targets = ids[:, 1:] if answer_len is None else ids[:, -answer_len:]  # (B, answer_len or T)
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))

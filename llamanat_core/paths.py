@@ -14,6 +14,7 @@ WEIGHTS_DIR = ARTIFACTS_DIR / "weights"  # the study's kept weights
 ALPHABET_WEIGHTS_DIR = WEIGHTS_DIR / "alphabet"  # the alphabet chapter's replayed checkpoints
 KV_TIMING_PATH = STUDY_DIR / "kv_timing.json"  # the KV-cache timings and the machine they are from
 KV_TEXT_TIMING_PATH = STUDY_DIR / "kv_text_timing.json"  # generating text with and without it
+NGRAM_BASELINES_PATH = STUDY_DIR / "ngram_baselines.json"  # the counted models' held-out loss on text
 FIGURES_DIR = ARTIFACTS_DIR / "figures"
 DIAGRAM_PATH = FIGURES_DIR / "decoder.png"  # the README's picture (`make figures`)
 QUICK_DIR = Path(".quick")  # `llamanat study --quick`: relative to where it is run

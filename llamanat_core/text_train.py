@@ -20,12 +20,13 @@ import time
 from dataclasses import asdict, dataclass, field
 
 import torch
-import torch.nn.functional as F
 
 from .config import Config
-from .model import TinyLlama
-from .optim import adamw
+from .fast import FastStep
+from .model import TinyLlama, answer_loss
+from .optim import DECAY
 from .text import Corpus, gather, load_corpus, training_windows, windows
+from .train import PlainStep
 
 TEXT_ENDPOINTS = {
     "loss_end": "held-out test loss at the end of the budget (nats per character; primary)",
@@ -51,6 +52,7 @@ class TextBudget:
     eval_windows: int = 256  # the dense curve: the first windows of the validation half
     longer: tuple[int, ...] = (2, 4)  # extrapolation windows, as multiples of `context`
     test_windows: int | None = None  # the endpoints read every window of the test half
+    decay: str = "all"  # what weight decay touches (`optim.DECAY`): the recipe's is "matrices"
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "context", "eval_every", "eval_windows", "test_windows"):
@@ -63,6 +65,8 @@ class TextBudget:
             raise ValueError(f"TextBudget.warmup must lie in 0..steps-1, got {self.warmup!r}")
         if not self.lr > 0 or not 0 <= self.final_lr <= 1:
             raise ValueError("TextBudget.lr must be positive and final_lr a fraction in [0, 1]")
+        if self.decay not in DECAY:
+            raise ValueError(f"TextBudget.decay must be one of {DECAY}, got {self.decay!r}")
 
     @property
     def half(self) -> int:
@@ -92,12 +96,6 @@ class TextBudget:
                    eval_every=max(1, steps // 16), lr=full.lr * lr_scale, test_windows=full.eval_windows)
 
 
-def lm_loss(model, ids: torch.Tensor) -> torch.Tensor:
-    """Mean next-token cross-entropy over every position of windows ids (B, T + 1)."""
-    logits = model(ids[:, :-1])  # (B, T, V)
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
-
-
 @torch.no_grad()
 def held_out_loss(model: TinyLlama, text: torch.Tensor, context: int, limit: int | None = None,
                   batch: int = 256) -> float:
@@ -111,7 +109,7 @@ def held_out_loss(model: TinyLlama, text: torch.Tensor, context: int, limit: int
     ids = windows(text, context, limit)  # (N, context + 1)
     total = 0.0
     for chunk in ids.split(batch):
-        total += lm_loss(model, chunk).item() * len(chunk)
+        total += answer_loss(model, chunk, None).item() * len(chunk)  # every position
     model.train(was_training)
     return total / len(ids)
 
@@ -135,50 +133,44 @@ def test_losses(model: TinyLlama, corpus: Corpus, budget: TextBudget) -> dict:
     return out
 
 
-class TextStep:
-    """One training step on text, as a textbook writes it: the scheduled rate, forward,
-    backward, clip, AdamW. Called once per step, in order (it counts the steps)."""
-
-    def __init__(self, model: TinyLlama, budget: TextBudget):
-        self.model, self.budget, self.step = model, budget, 0
-        self.opt = adamw(model.parameters(), budget.lr)
-
-    def __call__(self, ids: torch.Tensor) -> torch.Tensor:
-        self.step += 1
-        for group in self.opt.param_groups:
-            group["lr"] = self.budget.lr_at(self.step)
-        self.opt.zero_grad(set_to_none=True)
-        loss = lm_loss(self.model, ids)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.budget.clip)
-        self.opt.step()
-        return loss.detach()
+def text_step(model: TinyLlama, budget: TextBudget, compile: bool = False):
+    """The step every text run takes: the puzzles' step on every position, at the budget's
+    scheduled rate, clipping and weight decay; compiled (`fast.FastStep`) or the plain
+    loop (`train.PlainStep`), which is the reference and rounds differently."""
+    if compile:
+        return FastStep(model, None, budget.lr_at, budget.clip, compile=True, decay=budget.decay)
+    return PlainStep(model, None, budget.lr_at, budget.clip, decay=budget.decay)
 
 
-def train_text(model: TinyLlama, seed: int, budget: TextBudget, corpus: Corpus, steps: int | None = None):
-    """The plain training loop: yield (step, loss) after each of the first `steps` steps
-    (all of the budget by default). The schedule and the windows are the budget's, so a
-    short replay is exactly the start of the full run."""
+def train_text(model: TinyLlama, seed: int, budget: TextBudget, corpus: Corpus, steps: int | None = None,
+               compile: bool = False):
+    """The training loop: yield (step, loss) after each of the first `steps` steps (all of
+    the budget by default). The schedule and the windows are the budget's, so a short
+    replay is exactly the start of the full run. The model's weights are current after
+    every step (the compiled step's flat vector is their storage) until the loop ends."""
     starts = training_windows(corpus.train, budget.context, budget.batch_size, budget.steps, seed)
     model.train()
-    step = TextStep(model, budget)
+    step = text_step(model, budget, compile)
     for i in range(1, (steps or budget.steps) + 1):
         loss = step(gather(corpus.train, starts[i - 1], budget.context + 1))  # (B, context + 1)
         yield i, loss.item()
+    if isinstance(step, FastStep):
+        step.release()  # every parameter gets its own storage back
 
 
 def fit_text(cfg: Config, seed: int, budget: TextBudget = TextBudget(), corpus: Corpus | None = None,
-             progress=None) -> TextFitResult:
+             progress=None, compile: bool = False) -> TextFitResult:
     """Train one model on the training novels under the budget, measuring the validation
     curve and the endpoints on the way; same seed and thread count, same bits.
-    `progress(step, loss)` is called after every step if given."""
+    `progress(step, loss)` is called after every step if given; `compile` takes the
+    compiled step (the study records which: the two round differently)."""
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     corpus = corpus or load_corpus()
     model = TinyLlama(cfg, seed=seed)
     result = TextFitResult(model)
     t0 = time.perf_counter()
-    for step, loss in train_text(model, seed, budget, corpus):
+    for step, loss in train_text(model, seed, budget, corpus, compile=compile):
         result.losses.append(loss)
         if progress is not None:
             progress(step, loss)
@@ -197,19 +189,22 @@ def fit_text(cfg: Config, seed: int, budget: TextBudget = TextBudget(), corpus: 
 
 
 def text_training_losses(cfg: Config, seed: int, budget: TextBudget, steps: int,
-                         corpus: Corpus | None = None) -> list[float]:
+                         corpus: Corpus | None = None, compile: bool = False) -> list[float]:
     """The first `steps` training losses of the run `fit_text` makes, without evaluating
-    (`llamanat verify` compares them with a committed text run's)."""
+    (`llamanat verify` compares the plain loop's with a committed text run's)."""
     model = TinyLlama(cfg, seed=seed)
-    return [loss for _, loss in train_text(model, seed, budget, corpus or load_corpus(), steps)]
+    return [loss for _, loss in train_text(model, seed, budget, corpus or load_corpus(), steps, compile)]
 
 
 def text_budget_dict(budget: TextBudget) -> dict:
     """The budget as a run's record holds it (its key is a hash of the record): every field,
-    but `test_windows` only where a cut budget set it, so the full budget's record, and the
-    committed runs' keys, are what they were before the field existed."""
+    but `test_windows` only where a cut budget set it and `decay` only where it is not
+    "all", so the first text study's records, and its runs' keys, are what they were before
+    those fields existed."""
     d = asdict(budget)
     d["longer"] = list(d["longer"])
     if d["test_windows"] is None:
         del d["test_windows"]
+    if d["decay"] == "all":
+        del d["decay"]
     return d

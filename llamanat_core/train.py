@@ -150,22 +150,30 @@ def loss_and_score(model: TinyLlama, task, data: TaskData) -> tuple[float, float
 
 
 class PlainStep:
-    """The reference step, as a textbook writes it: forward, backward, clip, AdamW."""
+    """The reference step, as a textbook writes it: forward, backward, clip, AdamW.
 
-    def __init__(self, model: TinyLlama, answer_len: int, lr: float, clip: float):
+    `lr` is a constant rate (the puzzles) or a schedule, step -> rate (text: warm-up, then
+    a cosine); `answer_len` None trains on every position (text); `decay` picks the
+    parameters weight decay touches (`optim.decays`). Called once per step, in order.
+    """
+
+    def __init__(self, model: TinyLlama, answer_len: int | None, lr, clip: float,
+                 decay: str = "all"):
         self.model, self.answer_len, self.clip = model, answer_len, clip
-        self.opt = adamw(model.parameters(), lr)
+        self.schedule, self.step = (lr if callable(lr) else None), 0
+        self.opt = adamw(model.parameters(), lr(1) if callable(lr) else lr, decay)
 
     def __call__(self, ids: torch.Tensor) -> torch.Tensor:
+        self.step += 1
+        if self.schedule is not None:
+            for group in self.opt.param_groups:
+                group["lr"] = self.schedule(self.step)
         self.opt.zero_grad(set_to_none=True)
         loss = answer_loss(self.model, ids, self.answer_len)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip)
         self.opt.step()
         return loss.detach()
-
-    def release(self) -> None:
-        pass
 
 
 class _Data:
@@ -210,7 +218,8 @@ class Setup(NamedTuple):
         """Take the first `steps` training steps without evaluating (an evaluation never
         touches the training state) and give every parameter its own storage back."""
         losses = [self.step(self.data.batch(s)).item() for s in range(1, steps + 1)]
-        self.step.release()
+        if isinstance(self.step, FastStep):
+            self.step.release()
         return losses
 
 
@@ -289,7 +298,8 @@ def fit(cfg: Config, spec: TaskSpec, seed: int, budget: Budget = Budget(),
     if step not in checkpoints:
         result.test_curve.append(test_row(step))  # the scores at the stop
     result.seconds = time.perf_counter() - t0
-    train_step.release()  # every parameter gets its own storage back
+    if isinstance(train_step, FastStep):
+        train_step.release()  # every parameter gets its own storage back
     model.eval()
     return result
 

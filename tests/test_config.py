@@ -7,12 +7,14 @@ import pytest
 from llamanat_core import EXPECTED_PARAMETERS, REFERENCE, VARIANTS, Config, TinyLlama, variant_config
 from llamanat_core import config as config_module
 from llamanat_core.cli import main
+from llamanat_core.config import SIZES, size_config
 
 # The parameter table the book states, typed here so an edit to EXPECTED_PARAMETERS
 # cannot hide a change to the model.
 PUBLISHED_TABLE = {
     "llama": 102_528, "layernorm": 102_848, "postnorm": 102_528, "abs_pos": 105_600,
     "gelu_mlp": 102_528, "mha": 110_720, "mqa": 98_432, "bias": 103_808, "untied": 106_432,
+    "mha_matched": 102_656, "geglu": 102_528, "silu_mlp": 102_528,
 }
 
 
@@ -42,15 +44,67 @@ def test_breakdown_groups_of_the_controls():
     assert TinyLlama(variant_config("gelu_mlp")).parameter_breakdown()["mlp"] == 2 * 2 * 64 * 288
 
 
-def test_each_variant_changes_exactly_one_field():
+@pytest.mark.parametrize("size", sorted(SIZES))
+def test_each_variant_changes_exactly_one_field(size):
+    """At every size; `mha_matched` alone changes two (the heads, and the feed-forward
+    width that pays for them)."""
     names = [f.name for f in dataclasses.fields(Config)]
-    for variant, change in VARIANTS.items():
-        cfg = variant_config(variant)
-        differing = {n for n in names if getattr(cfg, n) != getattr(REFERENCE, n)}
+    base = size_config(size)
+    for variant in VARIANTS:
+        cfg = variant_config(variant, size=size)
+        differing = {n for n in names if getattr(cfg, n) != getattr(base, n)}
         if variant == "llama":
-            assert differing == set() and cfg == REFERENCE
+            assert differing == set() and cfg == base
+        elif variant == "mha_matched":
+            assert differing == {"n_kv_heads", "d_ff"} and cfg.n_kv_heads == cfg.n_heads
         else:
-            assert differing == set(change) and len(differing) == 1, variant
+            assert len(differing) == 1, (variant, differing)
+
+
+def test_the_larger_size_doubles_the_width_and_keeps_the_head_shape():
+    s, m = size_config("S"), size_config("M")
+    widths = ("d_model", "n_heads", "d_ff", "gelu_ff")
+    assert all(getattr(m, w) == 2 * getattr(s, w) for w in widths)
+    assert m.head_dim == s.head_dim and m.n_rep == s.n_rep
+    # width x2: every matrix of the blocks x4, the embedding x2
+    ratio = TinyLlama(m).num_parameters() / TinyLlama(s).num_parameters()
+    assert 3.9 < ratio < 4.0
+    # the controls follow the size: MHA has one KV head per query head, MQA one in all
+    assert variant_config("mha", size="M").n_kv_heads == 8 and variant_config("mqa", size="M").n_kv_heads == 1
+    assert variant_config("gelu_mlp", size="M").gelu_ff == 576
+    with pytest.raises(ValueError, match="unknown size 'L'"):
+        variant_config("llama", size="L")
+
+
+@pytest.mark.parametrize("size", sorted(SIZES))
+def test_matched_mha_is_the_nearest_whole_width(size):
+    """mha_matched's count is the reference's as nearly as one feed-forward unit allows:
+    one unit more or fewer would be further away."""
+    base = size_config(size)
+    target = TinyLlama(base).num_parameters()
+    cfg = variant_config("mha_matched", size=size)
+    unit = 3 * base.d_model * base.n_layers  # parameters of one SwiGLU unit in every layer
+    gap = TinyLlama(cfg).num_parameters() - target
+    assert abs(gap) <= unit / 2
+    for d in (-1, 1):
+        other = TinyLlama(cfg.replace(d_ff=cfg.d_ff + d)).num_parameters() - target
+        assert abs(other) > abs(gap)
+
+
+def test_the_mlp_controls_swap_the_activation_and_the_gate():
+    import torch
+    x = torch.randn(3, 64)
+    ref, geglu = TinyLlama(REFERENCE, seed=0), TinyLlama(variant_config("geglu"), seed=0)
+    gelu, silu = TinyLlama(variant_config("gelu_mlp"), seed=0), TinyLlama(variant_config("silu_mlp"), seed=0)
+    m_ref, m_geglu = ref.layers[0].mlp, geglu.layers[0].mlp
+    # the same weights: GEGLU is SwiGLU with GELU where the SiLU was
+    gate, up = m_ref.gate_proj(x), m_ref.up_proj(x)
+    assert torch.allclose(m_ref.hidden(x), torch.nn.functional.silu(gate) * up)
+    assert torch.allclose(m_geglu.hidden(x), torch.nn.functional.gelu(gate) * up)
+    assert not torch.allclose(m_geglu.hidden(x), m_ref.hidden(x))
+    h = gelu.layers[0].mlp.up_proj(x)
+    assert torch.allclose(silu.layers[0].mlp.hidden(x), torch.nn.functional.silu(h))
+    assert torch.allclose(gelu.layers[0].mlp.hidden(x), torch.nn.functional.gelu(h))
 
 
 def test_bias_control_adds_one_bias_per_output_and_starts_at_zero():

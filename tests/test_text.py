@@ -15,7 +15,7 @@ import pytest
 import torch
 from debian import build_deb, machine
 
-from llamanat_core import corpus, rdata, text
+from llamanat_core import TinyLlama, corpus, rdata, text
 from llamanat_core.config import variant_config
 from llamanat_core.paths import ROOT
 from llamanat_core.study import Run, check_entry
@@ -375,3 +375,66 @@ def test_a_temperature_draws_the_same_text_for_the_same_seed():
     with pytest.raises(ValueError, match="temperature"):
         sample_text(model, prompt, 3, temperature=-1.0)
 
+
+
+# ------------------------------------------------------------------ the compiled text step
+
+@pytest.mark.compile
+@pytest.mark.parametrize("decay", ["all", "matrices"])
+def test_the_compiled_text_step_computes_the_plain_loop(decay):
+    """The step every text run takes, compiled, against the plain loop it optimises: the
+    first training losses agree within `llamanat verify`'s tolerance (the two round
+    differently), with the schedule and either weight-decay rule. A plausible mistake, a
+    step that skips the schedule, is caught by the same comparison."""
+    from dataclasses import replace
+
+    from llamanat_core.study.verify import TOLERANCE
+    from llamanat_core.text_train import text_training_losses
+
+    cfg = variant_config("llama", vocab_size=text.VOCAB_SIZE)
+    budget = replace(TextBudget.for_steps(400, 4.0), decay=decay)
+    plain = text_training_losses(cfg, 0, budget, 12, _slice_corpus())
+    compiled = text_training_losses(cfg, 0, budget, 12, _slice_corpus(), compile=True)
+    assert max(abs(a - b) for a, b in zip(plain, compiled)) <= TOLERANCE
+    flat_rate = replace(budget, warmup=0)  # no warm-up: the schedule's first steps differ
+    skipped = text_training_losses(cfg, 0, flat_rate, 12, _slice_corpus(), compile=True)
+    assert max(abs(a - b) for a, b in zip(plain, skipped)) > 100 * TOLERANCE
+
+
+def test_the_recipe_decays_matrices_only_in_both_steps():
+    """With no gradient, AdamW's only move is the decay: `matrices` shrinks the 2-D
+    weights by (1 - lr * weight_decay) and leaves norm gains and biases exactly as they
+    were; `all` shrinks every parameter. Checked on the plain optimiser and on the flat
+    update of the compiled step (run eagerly)."""
+    from llamanat_core.fast import FlatParameters, adamw_
+    from llamanat_core.optim import WEIGHT_DECAY, adamw
+
+    lr = 0.5
+    for decay in ("all", "matrices"):
+        model = TinyLlama(variant_config("bias"), seed=0)
+        before = {n: p.detach().clone() for n, p in model.named_parameters()}
+        opt = adamw(model.parameters(), lr, decay)
+        for p in model.parameters():
+            p.grad = torch.zeros_like(p)
+        opt.step()
+        flat_model = TinyLlama(variant_config("bias"), seed=0)
+        flat = FlatParameters(flat_model)
+        zeros = torch.zeros_like(flat.flat)
+        mask = None if decay == "all" else flat.decay_mask(decay)
+        adamw_(flat.flat, zeros, zeros.clone(), zeros.clone(), torch.zeros(()), lr, mask)
+        for (name, p), (_, q) in zip(model.named_parameters(), flat_model.named_parameters()):
+            shrunk = before[name] * (1 - lr * WEIGHT_DECAY)
+            want = shrunk if decay == "all" or p.dim() >= 2 else before[name]
+            assert torch.allclose(p.detach(), want, rtol=0, atol=1e-7), (decay, name)
+            assert torch.allclose(q.detach(), want, rtol=0, atol=1e-7), (decay, name)
+            if p.dim() == 1 and decay == "matrices":  # untouched, bit for bit
+                assert torch.equal(p.detach(), before[name]) and torch.equal(q.detach(), before[name])
+    with pytest.raises(ValueError, match="decay must be one of"):
+        TextBudget(decay="norms")
+
+
+def test_the_recipe_field_keeps_the_first_studys_keys():
+    from dataclasses import replace
+
+    assert "decay" not in text_budget_dict(TextBudget())
+    assert text_budget_dict(replace(TextBudget(), decay="matrices"))["decay"] == "matrices"

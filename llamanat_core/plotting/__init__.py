@@ -10,7 +10,8 @@ seeds.py      each seed's value per row (`seed_points`, `seed_curves`), the chan
               item length (`length_panels`)
 curves.py     training and validation loss curves: per regime, solved and unsolved seeds
               apart, each seed faint and the median thick; on text, the arms' held-out
-              curves and their loss on windows longer than trained (`text_windows_figure`)
+              curves and their loss on windows longer than trained (`text_windows_figure`),
+              the counted n-gram models as labelled lines (`draw_ngram_lines`)
 mlp.py        the feed-forward's functions and the SwiGLU gate (`activation_figure`,
               `gate_figure`)
 attention.py  attention maps and the task summaries of `llamanat_core.mechanism`
@@ -31,6 +32,7 @@ from .attention import (
     recall_by_pair_figure,
 )
 from .curves import (
+    draw_ngram_lines,
     loss_curves_axes,
     loss_figure,
     text_arms_figure,
@@ -79,7 +81,7 @@ from .style import (
     variant_color,
 )
 
-__all__ = ["text_arms_figure", "text_loss_figure", "text_windows_figure",
+__all__ = ["draw_ngram_lines", "text_arms_figure", "text_loss_figure", "text_windows_figure",
            "KIND_COLORS", "activation_figure", "gate_figure",
            "DPI", "FIGSIZE", "PALETTE", "NEUTRAL", "BLUE", "ORANGE", "SKY", "GREEN", "VERMILION",
            "PURPLE", "BLACK", "VARIANT_COLORS", "FIGURE_GROUPS", "TASK_COLORS", "CHANCE_COLOR",

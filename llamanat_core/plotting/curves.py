@@ -100,6 +100,32 @@ def text_loss_figure(curves, baselines: dict[str, float] | None = None):
     return fig
 
 
+def draw_ngram_lines(ax, baselines: dict, orders=(3, 4, 5), half: str = "val",
+                     smoothing: str = "witten_bell", unit: str = "nats") -> list:
+    """The counted models of `ngram.load_ngram_baselines()` as dotted horizontal lines on
+    `ax`, one per order, each labelled at the right edge ("3-gram"): their loss on the
+    held-out `half` ("val" or "test") in `unit` per character ("nats", as the networks'
+    losses are computed, or "bits", as the text figures draw them). Returns the lines."""
+    if half not in ("val", "test"):
+        raise ValueError(f"half must be 'val' or 'test', got {half!r}")
+    if unit not in ("nats", "bits"):
+        raise ValueError(f"unit must be 'nats' or 'bits', got {unit!r}")
+    table = baselines.get(smoothing)
+    if table is None:
+        raise ValueError(f"smoothing {smoothing!r} is not in the baselines; they hold "
+                         f"{sorted(k for k, v in baselines.items() if isinstance(v, dict) and '1' in v)}")
+    missing = [n for n in orders if str(n) not in table]
+    if missing:
+        raise ValueError(f"orders {missing} are not in the {smoothing} baselines (orders {sorted(table)})")
+    lines = []
+    for n in orders:
+        y = table[str(n)][half][unit]
+        lines.append(ax.axhline(y, color=CHANCE_COLOR, lw=0.9, ls=":", label=f"{n}-gram"))
+        ax.annotate(f"{n}-gram", (1.0, y), xycoords=("axes fraction", "data"), xytext=(-4, 3),
+                    textcoords="offset points", ha="right", fontsize=8, color=CHANCE_COLOR)
+    return lines
+
+
 def text_arms_figure(curves, arms: dict[str, str]):
     """Validation loss on the held-out novel, in bits per character, of several text arms:
     each seed faint and the arms' medians thick, one colour per arm. `arms` maps a label
