@@ -10,8 +10,10 @@ import pytest
 
 from llamanat_core import two_stage
 from llamanat_core.study import STUDY_DIR, Run, unique_runs
-from llamanat_core.study.run import record_key
-from llamanat_core.study.text_plan import text_run
+from llamanat_core.study.results import frame
+from llamanat_core.study.run import record_key, run_from_record
+from llamanat_core.study.text_plan import keep_seeds, text_plan, text_run
+from llamanat_core.study.weights import weights_path
 from llamanat_core.text_train import TextBudget
 from llamanat_core.train import Budget
 
@@ -58,6 +60,7 @@ def test_every_committed_run_file_is_rebuilt_from_the_plans():
         assert path.stem in by_key, f"{path.name} is no run of the plans"
         run = by_key[path.stem]
         assert run.record() == stored, run.label
+        assert run_from_record(stored) == run  # and the record gives the run back (verify's way)
         kinds.add((run.task == "text", run.seed >= 10, run.lr_scale not in (None, 1.0)))
     # puzzles and text, first ten and added seeds, and the learning-rate check all occur
     assert {(False, False, False), (False, True, False), (True, False, False), (True, True, False),
@@ -73,3 +76,45 @@ def test_a_field_that_does_not_apply_is_refused_by_name(task, field, value):
     kwargs = {} if field == "task" else {field: value}
     with pytest.raises(ValueError, match=field):
         Run(task, "llama", 0, **kwargs)
+
+
+def test_the_next_text_study_s_fields_enter_the_record_only_where_they_change_a_run():
+    base = text_run("mha", 0)
+    bigger = text_run("mha", 0, size="M", compile=True, decay="matrices")
+    record = bigger.record()
+    assert (record["size"], record["compile"], record["budget"]["decay"]) == ("M", True, "matrices")
+    cfg = bigger.config
+    assert cfg.d_model == 2 * base.config.d_model and cfg.vocab_size == base.config.vocab_size
+    assert cfg.n_kv_heads == cfg.n_heads  # mha at size M: its change is a function of the size
+    others = (text_run("mha", 0, size="M"), text_run("mha", 0, compile=True))
+    assert len({base.key, bigger.key, *(r.key for r in others)}) == 4
+    assert weights_path(bigger).name != weights_path(Run("text", "mha", 0, size="S", compile=True,
+                                                         budget=bigger.budget)).name
+    assert run_from_record(record) == bigger
+    with pytest.raises(ValueError, match="not one a run writes"):
+        run_from_record({**record, "size": "S"})  # a size written at its default is no run's record
+
+
+def test_which_text_runs_keep_weights_is_the_plan_s_choice():
+    default = text_plan(("text",), seeds=(0, 1, 2, 3))["text"]
+    assert {(r.variant, r.overrides, r.seed) for r in default if r.keeps_weights} == \
+        {("llama", (), 0), ("abs_pos", (), 0)}
+    wide = text_plan(seeds=(0, 1, 2, 3), lr_seeds=(0,), sizes=("S", "M"), keep=keep_seeds((0, 1, 2)))
+    kept = [r for runs in wide.values() for r in runs if r.keeps_weights]
+    assert {r.seed for r in kept} == {0, 1, 2} and {r.size for r in kept} == {"S", "M"}
+    assert all(r.lr_scale == 1.0 for r in kept) and len({r.key for r in kept}) == 2 * 3 * 11
+    assert {r.key for r in default} <= {r.key for r in wide["text"]}
+
+
+def test_one_frame_holds_text_and_puzzle_rows_a_size_column_only_where_sizes_differ():
+    text = [text_run("llama", 0), text_run("llama", 0, size="M")]
+    puzzle = Run("addition", "llama", 0)
+    entries = {text[0].key: {"params": 1, "endpoints": {"loss_end": 1.5, "loss_2x": None}, "seconds": 2.0},
+               text[1].key: {"params": 4, "endpoints": {"loss_end": 1.2, "loss_2x": 1.3}, "seconds": 3.0},
+               puzzle.key: {"params": 9, "solve_step": None, "stop_step": 300, "final_loss": 0.5,
+                            "curve": [{"step": 300, "test_acc": 0.25}]}}
+    assert "size" not in frame(text[:1], entries)
+    df = frame([puzzle] + text, entries)
+    assert list(df["size"])[1:] == ["S", "M"] and df["size"].isna()[0]
+    assert df.lr_scale.isna()[0] and df.task.isna()[1] and df.loss_2x.isna()[1]
+    assert list(df.test_acc_8.isna()) == [True] * 3  # the longer-recall columns a puzzle frame has

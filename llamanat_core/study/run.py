@@ -14,7 +14,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
-from ..config import VARIANTS, variant_config
+from ..config import SIZES, VARIANTS, variant_config
 from ..corpus import SHA256
 from ..text import VOCAB_SIZE
 from ..text_train import TextBudget, text_budget_dict
@@ -37,7 +37,6 @@ EXTRAPOLATE = (8, 12)  # every recall run is also scored, unchanged, at these le
 SEEDS = tuple(range(10))  # the first ten seeds of every row
 WEIGHT_VARIANTS = ("llama", "abs_pos")  # puzzle weights kept (finite regime, every seed of SEEDS)
 TEXT_KEPT = {("llama", ()), ("abs_pos", ())}  # text weights kept by default (seed 0, 1× rate)
-SIZES = ("S",)  # the model sizes a text run may take (S: the reference width)
 
 
 def version_of(task: str) -> int:
@@ -124,11 +123,11 @@ class Run:
         if round(self.budget.lr / self.lr_scale, 12) != TextBudget().lr:
             raise ValueError("budget: build a text run's budget with TextBudget.for_steps(steps, lr_scale)")
         if self.size not in SIZES:
-            raise ValueError(f"size must be one of {list(SIZES)}, got {self.size!r}")
+            raise ValueError(f"size must be one of {sorted(SIZES)}, got {self.size!r}")
 
     def _config(self, overrides: dict):
         if self.task == "text":
-            return variant_config(self.variant, vocab_size=VOCAB_SIZE, **overrides)
+            return variant_config(self.variant, size=self.size, vocab_size=VOCAB_SIZE, **overrides)
         return variant_config(self.variant, **overrides)
 
     @property
@@ -187,3 +186,26 @@ class Run:
                         for k, v in self.overrides)
         answer = f" answer={self.answer}" if self.task == "recall" and self.answer != "name" else ""
         return f"{self.variant} {self.task} {self.regime}{extra}{answer} seed={self.seed}"
+
+
+def run_from_record(record: dict, strict: bool = True) -> Run:
+    """The run a stored record describes. `strict`: a record no run writes (a field at a
+    default it leaves out, overrides out of order) is a ValueError; otherwise the run
+    that trains as the record says (`llamanat verify` re-fits a record as written)."""
+    task, fields = record.get("task"), {"overrides": tuple(map(tuple, record.get("overrides", ())))}
+    budget = dict(record.get("budget", {}))
+    try:
+        if task == "text":
+            budget["longer"] = tuple(budget.get("longer", ()))
+            fields |= {"budget": TextBudget(**budget), "lr_scale": record.get("lr_scale"),
+                       "size": record.get("size"), "compile": record.get("compile", False)}
+        else:
+            budget["checkpoints"] = tuple(budget.get("checkpoints", ()))
+            fields |= {"budget": Budget(**budget), "answer": record.get("answer"),
+                       "compile": record.get("compile")}
+    except TypeError as e:  # a field no budget has
+        raise ValueError(f"budget of the record is not one a run writes: {e}") from None
+    run = Run(task, record.get("variant"), record.get("seed"), **fields)
+    if strict and run.record() != record:
+        raise ValueError(f"record of {run.label} is not one a run writes: {record}")
+    return run

@@ -26,7 +26,7 @@ def _train_puzzle(run: Run) -> tuple[dict, object, int]:
 
 def _train_text(run: Run) -> tuple[dict, object, int]:
     """A text run: its endpoints and validation curve."""
-    result = fit_text(run.config, run.seed, run.budget)
+    result = fit_text(run.config, run.seed, run.budget, compile=run.compile)
     # NaN (a learned table cannot read a longer window) is stored as null: JSON has no NaN
     endpoints = {k: None if v != v else v for k, v in result.endpoints.items()}
     return {"endpoints": endpoints, "dense": result.val_curve}, result, run.budget.steps

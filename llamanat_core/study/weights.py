@@ -16,9 +16,11 @@ from .run import Run
 
 
 def weights_path(run: Run, weights_dir: Path = WEIGHTS_DIR) -> Path:
-    """The committed study's budget gets a plain name; any other run (a reader's reduced
-    budget, the eager path) carries its key, so runs never overwrite each other."""
-    name = f"{run.variant}_{run.task}_seed{run.seed}"
+    """The committed study's budget gets a plain name (with its size where not S); any
+    other run (a reader's reduced budget, the eager path) carries its key, so runs never
+    overwrite each other."""
+    size = f"_{run.size}" if run.task == "text" and run.size != "S" else ""
+    name = f"{run.variant}_{run.task}{size}_seed{run.seed}"
     if run.budget != type(run.budget)() or not run.compile:
         name += f"_{run.key}"
     return Path(weights_dir) / f"{name}.safetensors"
