@@ -247,3 +247,62 @@ def test_the_registered_tests_are_the_rule_applied_to_the_committed_check():
     cell = record["sizes"]["S"]["candidates"][td.TESTS["S"]]["branches"]["decided at stage one"]
     cell["coverage"] = 0.8
     assert tdc.choose(record)["S"]["test"] != td.TESTS["S"]
+
+
+# ---------------------------------------------------------------- the fourth edition, as registered
+
+def fourth_edition(diffs: dict, seeds: dict) -> pd.DataFrame:
+    """A made-up fourth-edition results frame: the reference at 1.76 on every seed 0–39 and
+    each control at the reference plus `diffs[control]` (one value a seed) on `seeds[control]`."""
+    rows = [{"variant": "llama", "seed": s, "rope_theta": 10_000.0, "lr_scale": 1.0, "loss_end": 1.76,
+             "loss_half": 1.9, "loss_2x": 1.85, "loss_4x": 2.1} for s in range(40)]
+    for control, d in diffs.items():
+        for s in seeds[control]:
+            rows.append({"variant": control, "seed": s, "rope_theta": 10_000.0, "lr_scale": 1.0,
+                         "loss_end": 1.76 + d[s], "loss_half": 1.9 + d[s], "loss_2x": 1.85 + d[s],
+                         "loss_4x": 2.1 + d[s]})
+    return pd.DataFrame(rows)
+
+
+def test_the_registered_analysis_beside_the_corrected_one_says_what_moved():
+    """Nine of ten first seeds well above 0 and one just below: the registered sign flips
+    stop, decided, on ten seeds; the sign test (nine of ten, p = 22/1,024) sends the row on
+    to forty. A row far above on every seed is worse under both, only its estimand moving.
+    A row both rules send on, its added seeds not run, waits under both."""
+    from llamanat_core.text_comparisons import decide_text_registered, registered_and_corrected
+
+    rng = np.random.default_rng(3)
+    nine = np.concatenate([[-0.001], rng.normal(0.02, 0.004, 39)])
+    far = rng.normal(0.3, 0.01, 40)
+    noisy = rng.normal(0.0, 0.03, 40)
+    results = fourth_edition({"mqa": nine, "postnorm": far, "bias": noisy},
+                             {"mqa": range(40), "postnorm": range(10), "bias": range(10)})
+    table = registered_and_corrected(results)
+    row = table[table.metric == "loss_end"].set_index("comparison")
+    assert (row.loc["mqa", "verdict_registered"], row.loc["mqa", "n_registered"]) == ("worse", 10)
+    assert row.loc["mqa", "n_corrected"] == 40 and row.loc["mqa", "moved"] == "seeds 10 -> 40"
+    assert row.loc["postnorm", ["verdict_registered", "verdict_corrected"]].tolist() == ["worse", "worse"]
+    assert row.loc["postnorm", "moved"] == "nothing but the estimand (mean -> median)"
+    assert row.loc["bias", "verdict_registered"] == "pending"
+    assert row.loc["bias", "moved"] == "both wait for seeds"  # no added seeds run for either rule
+    reg = decide_text_registered(results)
+    decided = reg[reg.verdict.isin(["better", "worse"])]
+    assert len(decided) and (decided.p <= decided.level).all()
+    assert reg.loc[(reg.comparison == "postnorm") & (reg.metric == "loss_end"), "effect"].iloc[0] == \
+        pytest.approx(far[:10].mean(), abs=2e-4)
+
+
+def test_on_the_committed_text_study_the_registered_test_decides_every_primary_row():
+    """The audit's count, read from the committed runs: all ten primary rows decided or
+    equivalent under the registered sign flips, seven under the book's sign tests."""
+    from llamanat_core.study import load_text_results
+    from llamanat_core.text_comparisons import registered_and_corrected
+
+    t = registered_and_corrected(load_text_results())
+    primary = t[t.primary]
+    settled = ["better", "worse", "equivalent"]
+    assert len(primary) == 10
+    assert primary.verdict_registered.isin(settled).sum() == 10
+    assert primary.verdict_corrected.isin(settled).sum() == 7
+    same = primary.verdict_registered == primary.verdict_corrected
+    assert (primary[~same].moved.str.startswith("verdict ")).all()
