@@ -150,6 +150,88 @@ def decide_text(results: pd.DataFrame) -> pd.DataFrame:
     return out[TEXT_DECISION_COLUMNS]
 
 
+def _registered_one(pair: pd.DataFrame, ep: Endpoint) -> dict:
+    """One row under the registered rule: stage one's `sequential.continues` on whole
+    `TEXT_UNIT`s; the added seeds only where that rule sends the row on and all are run."""
+    d = np.round((pair[f"{ep.column}_c"] - pair[f"{ep.column}_r"]).to_numpy(float) / TEXT_UNIT)
+    d = d.astype(np.int64)
+    first = d[pair.seed.isin(sequential.FIRST_SEEDS).to_numpy()]
+    added = d[pair.seed.isin(sequential.ADDED_SEEDS).to_numpy()]
+    span = int(np.abs(d).max()) + 1 if len(d) else 1
+    out = {"_first": first, "_added": None, "_bounds": (-span, span), "_pending": False}
+    if len(first) < len(sequential.FIRST_SEEDS):
+        return out | {"stopped": f"{len(first)} of {len(sequential.FIRST_SEEDS)} first seeds so far",
+                      "_pending": True, "p": 1.0}
+    if not ep.primary:
+        return out | {"stopped": "secondary: the first 10 seeds only", "p": sequential.p_value(first)}
+    m = round(TEXT_MARGIN / TEXT_UNIT)
+    go_on, why = sequential.continues(first, both_at_chance=False, margin=(-m, m))
+    if go_on and len(added) < len(sequential.ADDED_SEEDS):
+        return out | {"stopped": f"the registered rule adds seeds; {len(added)} of "
+                                 f"{len(sequential.ADDED_SEEDS)} were run", "_pending": True, "p": 1.0}
+    out["_added"] = added if go_on else None
+    return out | {"stopped": why, "p": sequential.p_value(first, out["_added"])}
+
+
+def decide_text_registered(results: pd.DataFrame) -> pd.DataFrame:
+    """The text study as its endpoints were registered, before any run: exact sign flips on
+    the mean (`sequential`: its stage-one rule, its combined p, its interval at the row's
+    Holm level, the estimate where the tails balance), Holm within the same families. A
+    row the registered rule would have sent on but whose added seeds the book's rule did
+    not run is `pending`. Columns as `decide_text`."""
+    rows = []
+    for family, control, ref, ctl in text_comparisons(results):
+        for ep in TEXT_QUESTIONS:
+            pair = ref[["seed", ep.column]].merge(ctl[["seed", ep.column]], on="seed", suffixes=("_r", "_c"))
+            pair = pair.dropna().sort_values("seed")
+            if not pair.empty:
+                rows.append({"family": family, "comparison": control, "metric": ep.name,
+                             "primary": ep.primary, "margin": TEXT_MARGIN} | _registered_one(pair, ep))
+    df = pd.DataFrame(rows)
+    df["level"] = df.groupby(["family", "metric"], sort=False).p.transform(
+        lambda p: pd.Series(stats.holm_levels(p), index=p.index))
+    return pd.DataFrame([_registered_verdict(r) for r in df.to_dict("records")])
+
+
+def _registered_verdict(r: dict) -> dict:
+    first, added = r["_first"], r["_added"]
+    used = first if added is None else np.concatenate([first, added])
+    keep = {k: v for k, v in r.items() if not k.startswith("_")} | {"n": len(used)}
+    if r["_pending"]:
+        return keep | {"effect": float(np.mean(used)) * TEXT_UNIT, "ci_low": np.nan, "ci_high": np.nan,
+                       "verdict": "pending"}
+    lo, hi = sequential.interval(first, added, r["level"], r["_bounds"])
+    centre = sequential.estimate(first, added, r["_bounds"], (lo, hi))
+    m = TEXT_MARGIN / TEXT_UNIT
+    verdict = ("worse" if lo > 0 else "better" if hi < 0 else
+               "equivalent" if -m < lo and hi < m else "undecided")
+    return keep | {"effect": centre * TEXT_UNIT, "ci_low": lo * TEXT_UNIT, "ci_high": hi * TEXT_UNIT,
+                   "verdict": verdict}
+
+
+def registered_and_corrected(results: pd.DataFrame) -> pd.DataFrame:
+    """Each text row under the registered analysis (sign flips on the mean) beside the
+    book's (sign tests on the median, `decide_text`): seeds, effect, interval and verdict
+    of each, and `moved`: what the correction changed (the verdict, the seeds, or nothing
+    but the estimand)."""
+    key = ["family", "comparison", "metric"]
+    cols = ["n", "effect", "ci_low", "ci_high", "verdict"]
+    reg = decide_text_registered(results)[key + ["primary"] + cols]
+    cor = decide_text(results)[key + cols]
+    both = reg.merge(cor, on=key, suffixes=("_registered", "_corrected"))
+
+    def moved(r) -> str:
+        if r.verdict_registered == r.verdict_corrected == "pending":
+            return "both wait for seeds"
+        out = []
+        if r.verdict_registered != r.verdict_corrected:
+            out.append(f"verdict {r.verdict_registered} -> {r.verdict_corrected}")
+        if r.n_registered != r.n_corrected:
+            out.append(f"seeds {r.n_registered} -> {r.n_corrected}")
+        return "; ".join(out) or "nothing but the estimand (mean -> median)"
+    return both.assign(moved=both.apply(moved, axis=1))
+
+
 def text_differences(results: pd.DataFrame, metric: str = "loss_end") -> pd.DataFrame:
     """Every comparison's paired differences, control − reference, seed by seed (nats per
     character), at the reference learning rate: the numbers each verdict is read from,

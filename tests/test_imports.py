@@ -23,8 +23,9 @@ LAYERS = {
     "training": ("tasks", "rdata", "corpus", "text", "ngram", "optim", "train", "fast", "text_train",
                  "sampling"),
     "study": ("study",),
-    "analysis": ("stats", "sequential", "paired", "comparisons", "text_comparisons", "sensitivity",
-                 "two_stage", "decision_tables", "replication", "report", "claims"),
+    "analysis": ("stats", "sequential", "paired", "comparisons", "text_comparisons", "text_design",
+                 "text_design_check", "sensitivity", "two_stage", "decision_tables", "replication", "report",
+                 "claims"),
     "book": ("plotting", "probes", "mechanism", "diagram", "chapters", "commands", "cli", "book_ext"),
 }
 LEVEL = {name: i for i, names in enumerate(LAYERS.values()) for name in names}
