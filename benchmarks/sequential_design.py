@@ -24,8 +24,8 @@ stage-wise p, Holm levels, intervals inverted from the test) and the script prin
     python benchmarks/sequential_design.py --constructions # also the four constructions
     python benchmarks/sequential_design.py --families 200 --intervals 100   # a quick look
     python benchmarks/sequential_design.py --intervals 3000 --constructions --write   # the committed file
-    python benchmarks/sequential_design.py --resample 150 --write          # on the study's own rows
-    python benchmarks/sequential_design.py --resample 150 --text --write   # on the text study's rows
+    python benchmarks/sequential_design.py --resample --write          # on the study's own rows
+    python benchmarks/sequential_design.py --resample --text --write   # on the text study's rows
 
 The written file is what the methods appendix quotes.
 """
@@ -253,9 +253,23 @@ def populations(d: np.ndarray, margin: float) -> dict:
 
 
 def registered_branch(first: np.ndarray, margin: float) -> str:
-    """Which way the registered stage-1 rule sends ten seeds."""
+    """Which way the puzzles' registered stage-1 rule sends ten seeds."""
     go_on, why = sequential.continues(first, both_at_chance=False, margin=(-margin, margin))
     return BRANCHES[2] if go_on else BRANCHES[0] if why.startswith("decided") else BRANCHES[1]
+
+
+def text_branch(first: np.ndarray, margin: float) -> str:
+    """Which way the text study's own stage-1 rule (`paired.first_look`, the sign test that
+    chose which text rows got seeds 10–39) sends ten seeds, in whole units."""
+    look = paired.first_look(first, unit=1, margin=margin)
+    return {"decided": BRANCHES[0], "equivalent": BRANCHES[1], "continue": BRANCHES[2]}[look]
+
+
+STAGE_ONE_RULES = {False: registered_branch, True: text_branch}
+"""The stage-1 rule each study ran, by `text`: the resampling branches by it."""
+RESAMPLE_DRAWS = {False: 150, True: 60}
+"""Draws per truth of each committed validation (`--resample` with no number), by `text`;
+the record keeps them (`draws_per_truth`) and the command that wrote it (`command`)."""
 
 
 def judge(lo: float, hi: float, margin: float) -> str:
@@ -285,16 +299,17 @@ def false_decision(lo: float, hi: float, verdict: str, truth: float, margin: flo
     return verdict == "equivalent" and abs(truth) >= margin
 
 
-def resample_row(rng, row: dict, draws: int, tally: dict) -> None:
+def resample_row(rng, row: dict, draws: int, tally: dict, branch_of=registered_branch) -> None:
     """`draws` resamples of 40 seeds from each of the row's populations, through the whole
-    two-stage rule; every construction scored on the same draws, by branch."""
+    two-stage rule (stage one branched by `branch_of`, the study's own rule); every
+    construction scored on the same draws, by branch."""
     for truth_name, pop in populations(row["differences"], row["margin"]).items():
         truths = {"mean": float(np.mean(pop)), "median": median_of(pop)}
         span = int(np.abs(pop).max()) + 2
         for _ in range(draws):
             d = pop[rng.integers(0, len(pop), sequential.MAX_SEEDS)]
             first = d[:len(sequential.FIRST_SEEDS)]
-            branch = registered_branch(first, row["margin"])
+            branch = branch_of(first, row["margin"])
             added = d[len(sequential.FIRST_SEEDS):] if branch == BRANCHES[2] else None
             for name, (look, estimand) in RESAMPLED.items():
                 lo, hi, verdict = look(first, added, row["margin"], span)
@@ -333,13 +348,15 @@ def resampling(seed: int, draws: int, text: bool = False) -> dict:
     tally = {name: {b: {"n": 0, "covered": 0, "false": 0, "by_truth": {}} for b in BRANCHES}
              for name in RESAMPLED}
     for row in rows:
-        resample_row(rng, row, draws, tally)
+        resample_row(rng, row, draws, tally, STAGE_ONE_RULES[text])
     total = sum(c["n"] for c in tally[next(iter(RESAMPLED))].values())
     for cells in tally.values():
         for cell in cells.values():
             cell["coverage"] = cell["covered"] / cell["n"] if cell["n"] else math.nan
             cell["false_rate"] = cell["false"] / total
-    return {"rows": len(rows), "draws_per_truth": draws, "resamples": total, "seed": seed,
+    command = f"python benchmarks/sequential_design.py --resample {draws}{' --text' if text else ''} --write"
+    return {"rows": len(rows), "draws_per_truth": draws, "resamples": total, "seed": seed, "text": text,
+            "stage_one_rule": STAGE_ONE_RULES[text].__name__, "command": command,
             "level": RESAMPLE_LEVEL, "truths": list(populations(rows[0]["differences"], 1.0)),
             "constructions": tally}
 
@@ -366,9 +383,10 @@ def main(argv=None) -> int:
     ap.add_argument("--constructions", action="store_true",
                     help="also compare the four interval constructions (slow: about 0.2 s an interval)")
     ap.add_argument("--write", action="store_true", help=f"write the rates to {OUT.name} beside the study")
-    ap.add_argument("--resample", type=int, default=0, metavar="DRAWS",
+    ap.add_argument("--resample", type=int, nargs="?", default=0, const=-1, metavar="DRAWS",
                     help="instead: resample each study row's own differences, DRAWS per truth "
-                         f"(with --write, to {RESAMPLE_OUT.name})")
+                         f"(no number: the committed count, {RESAMPLE_DRAWS[False]} for the puzzles, "
+                         f"{RESAMPLE_DRAWS[True]} for text; with --write, to {RESAMPLE_OUT.name})")
     ap.add_argument("--text", action="store_true",
                     help="with --resample: the text study's rows "
                          f"(with --write, to {TEXT_RESAMPLE_OUT.name})")
@@ -414,7 +432,8 @@ def main(argv=None) -> int:
 
 def resample_main(args) -> int:
     t0 = time.perf_counter()
-    rec = resampling(args.seed, args.resample, args.text)
+    draws = RESAMPLE_DRAWS[args.text] if args.resample == -1 else args.resample
+    rec = resampling(args.seed, draws, args.text)
     print_resampling(rec)
     print(f"({time.perf_counter() - t0:.0f} s)")
     if args.write:

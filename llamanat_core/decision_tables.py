@@ -324,6 +324,16 @@ def branch_table(record: dict) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index(["construction", "branch"])
 
 
+def resample_command(record: dict) -> str:
+    """The command that wrote a resampling record, with its own draw count (a record
+    written before the command was stored is read from its fields), for a chapter to glue
+    rather than type."""
+    if "command" in record:
+        return record["command"]
+    text = " --text" if record.get("text") else ""
+    return f"python benchmarks/sequential_design.py --resample {record['draws_per_truth']}{text} --write"
+
+
 def decision_counts(decisions: pd.DataFrame) -> dict:
     """How many comparisons ended how: decided (better + worse), better, worse,
     equivalent, undecided, at chance, not learned, rarely solved, mostly at chance, and

@@ -131,14 +131,23 @@ _TEMPLATES: dict[Config, TinyLlama] = {}
 _GRAPHS: dict[tuple, object] = {}  # graph key -> its own compiled copy of train_step
 
 
-def _template(cfg: Config) -> TinyLlama:
+def template_attention(answer_len: int | None) -> str:
+    """The attention path the compiled step traces. A puzzle's 13 positions: `elementwise`,
+    whose broadcast products inductor fuses with the softmax. Text, 48 positions and a
+    loss at each: `manual`, two batched matrix multiplies; there the broadcast product
+    holds head_dim times more numbers than the scores and costs more than the multiply
+    (measured by benchmarks/train_step.py, which prints both)."""
+    return "manual" if answer_len is None else "elementwise"
+
+
+def _template(cfg: Config, attention: str = "elementwise") -> TinyLlama:
     """One weightless module per architecture, shared by every run of the process.
 
     rope_theta only fills the cos/sin buffers, and the step passes the real model's
     buffers in (never the template's), so runs that differ only in the base share a
     template and a compiled graph; a test trains a non-default base both ways.
     """
-    key = cfg.replace(attention="elementwise", rope_theta=REFERENCE.rope_theta)
+    key = cfg.replace(attention=attention, rope_theta=REFERENCE.rope_theta)
     if key not in _TEMPLATES:
         with torch.device("meta"):
             _TEMPLATES[key] = TinyLlama(key, seed=None)
@@ -211,7 +220,7 @@ class FastStep:
                  compile: bool | None = None, decay: str = "all"):
         self.params = FlatParameters(model)
         self.buffers = dict(model.named_buffers())
-        self.template = _template(model.cfg)
+        self.template = _template(model.cfg, template_attention(answer_len))
         self.answer_len, self.clip, self.step = answer_len, clip, 0
         self.schedule = lr if callable(lr) else None
         self.lr = torch.zeros((), dtype=torch.float32) if callable(lr) else lr

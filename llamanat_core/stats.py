@@ -12,14 +12,19 @@ compared, and the verdict each comparison gets, live in `llamanat_core.compariso
   (`min_sign_flip_p`);
 - **multiplicity**: Holm–Bonferroni adjusted p-values and per-row levels, and
   Benjamini–Hochberg's over the whole study;
+- **the paired t and two stages**: the paired t-test's one-sided tails (`paired_t_tails`)
+  and the stage-wise combination of any two stages' one-sided p-values at any planned
+  stage sizes (`two_stage_tail`; `sequential.combine` is its 10/40 case);
 - **intervals and power**: the Wilson interval of a proportion, the seeds a paired
   comparison needs for 80 % power, and the power of an equivalence test.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
+import scipy.special
 import scipy.stats
 
 ALPHA = 0.05
@@ -226,3 +231,57 @@ def tost_power(margin: float, sd: float, n: int, alpha: float = ALPHA) -> float:
     over `n` seeds (the normal approximation): 2 Φ(margin √n / sd − z_(1−alpha)) − 1, or 0."""
     z = margin * math.sqrt(n) / sd - scipy.stats.norm.isf(alpha)
     return max(0.0, 2 * float(scipy.stats.norm.cdf(z)) - 1)
+
+
+# ---------------------------------------------------------------- the paired t-test and two stages
+
+def paired_t_tails(d, theta: float = 0.0) -> tuple[float, float]:
+    """One-sided paired t-test p-values for "the mean difference is θ": (P(T >= t), P(T <= t))
+    with T ~ Student t on n − 1 degrees of freedom and t = (mean − θ) / (sd / √n).
+
+    Exact when the differences are normal; under other shapes the studentized mean is close
+    to t from a handful of pairs on, which a resampling check measures rather than assumes.
+    Differences that do not vary (sd 0) give t = ±inf (p 0 on the side the mean lies, 1 on
+    the other) or, at their value, (1, 1). Needs two pairs.
+    """
+    d = np.asarray(d, dtype=float)
+    if d.ndim != 1 or d.size < 2 or not np.all(np.isfinite(d)):
+        raise ValueError("paired_t_tails needs a 1-d array of at least two finite differences")
+    n, centre = d.size, float(d.mean()) - theta
+    sd = float(d.std(ddof=1))
+    if sd == 0.0:
+        return (1.0, 1.0) if centre == 0 else (0.0, 1.0) if centre > 0 else (1.0, 0.0)
+    t = centre / (sd / math.sqrt(n))
+    below = float(scipy.special.stdtr(n - 1, t))  # P(T <= t); the fast form of t.cdf
+    return 1.0 - below, below
+
+
+@functools.lru_cache(maxsize=8)
+def _stage_one_nodes(alpha_first: float) -> tuple[float, np.ndarray, np.ndarray]:
+    """(c1, Gauss–Legendre nodes on (−c1, c1), their weights times the normal density)."""
+    c1 = float(scipy.special.ndtri(1.0 - alpha_first / 2))
+    nodes, weights = np.polynomial.legendre.leggauss(96)
+    return c1, c1 * nodes, c1 * weights * scipy.stats.norm.pdf(c1 * nodes)
+
+
+def two_stage_tail(p1: float, p2: float, w1: float, alpha_first: float) -> float:
+    """The one-sided p of a two-stage design's continued comparison, from its two stages'
+    one-sided p-values (same direction), stage-wise ordered: every early stop at two-sided
+    level `alpha_first` ranks above every continuation.
+
+    With Z_k = Φ⁻¹(1 − p_k) and weights fixed by the planned stage sizes (w1 = √(n1/n_max),
+    w2 = √(1 − w1²)), the combined statistic is z = w1 Z1 + w2 Z2 and
+    p = P(Z1 >= c1) + P(|Z1| < c1, w1 Z1 + w2 Z2 >= z), c1 = Φ⁻¹(1 − alpha_first / 2).
+    The stages' p-values are independent and at least uniform under the null whatever was
+    decided in between, so p is valid at every level (Holm takes it unchanged). The
+    integral over Z1 is Gauss–Legendre on (−c1, c1), exact to ~1e-12.
+    """
+    if not 0 < w1 < 1:
+        raise ValueError(f"w1 must lie in (0, 1), got {w1}")
+    if not 0 < alpha_first < 1:
+        raise ValueError(f"alpha_first must lie in (0, 1), got {alpha_first}")
+    w2 = math.sqrt(1.0 - w1 * w1)
+    _, x, density = _stage_one_nodes(float(alpha_first))
+    z = w1 * -scipy.special.ndtri(p1) + w2 * -scipy.special.ndtri(p2)  # norm.isf, fast
+    continued = float(np.sum(density * scipy.special.ndtr(-((z - w1 * x) / w2))))
+    return min(1.0, alpha_first / 2 + continued)

@@ -151,6 +151,87 @@ def _finish(r: dict) -> dict:
             "verdict": VERDICT_WORDS.get(d.verdict, d.verdict)}
 
 
+def _registered_one(pair: pd.DataFrame, ep: Endpoint) -> dict:
+    """One row under the registered rule: stage one's `sequential.continues` on whole
+    `TEXT_UNIT`s; the added seeds only where that rule sends the row on and all are run."""
+    d = _in_units(pair, ep.column)
+    _, first_pairs, added_pairs = stage_pairs(pair, ep.column)
+    first = _in_units(first_pairs, ep.column)
+    span = int(np.abs(d).max()) + 1 if len(d) else 1
+    out = {"_first": first, "_added": None, "_bounds": (-span, span), "_pending": False}
+    if len(first) < len(sequential.FIRST_SEEDS):
+        return out | {"stopped": f"{len(first)} of {len(sequential.FIRST_SEEDS)} first seeds so far",
+                      "_pending": True, "p": 1.0}
+    if not ep.primary:
+        return out | {"stopped": "secondary: the first 10 seeds only", "p": sequential.p_value(first)}
+    m = round(TEXT_MARGIN / TEXT_UNIT)
+    go_on, why = sequential.continues(first, both_at_chance=False, margin=(-m, m))
+    use, pending, _ = second_stage(go_on, added_pairs)
+    if pending:
+        return out | {"stopped": f"the registered rule adds seeds; {len(added_pairs)} of "
+                                 f"{len(sequential.ADDED_SEEDS)} were run", "_pending": True, "p": 1.0}
+    out["_added"] = _in_units(added_pairs, ep.column) if use else None
+    return out | {"stopped": why, "p": sequential.p_value(first, out["_added"])}
+
+
+def decide_text_registered(results: pd.DataFrame) -> pd.DataFrame:
+    """The text study as its endpoints were registered, before any run: exact sign flips on
+    the mean (`sequential`: its stage-one rule, its combined p, its interval at the row's
+    Holm level, the estimate where the tails balance), Holm within the same families. A
+    row the registered rule would have sent on but whose added seeds the book's rule did
+    not run is `pending`. Columns as `decide_text`."""
+    rows = []
+    for family, control, ref, ctl in text_comparisons(results):
+        for ep in TEXT_QUESTIONS:
+            pair = stage_pairs(pair_by_seed(ref, ctl), ep.column)[0]
+            if not pair.empty:
+                rows.append({"family": family, "comparison": control, "metric": ep.name,
+                             "primary": ep.primary, "margin": TEXT_MARGIN} | _registered_one(pair, ep))
+    out = decide_families(rows, ["family", "metric"], _registered_verdict)
+    return out[[c for c in out if not c.startswith("_") and c != "p_holm"]]
+
+
+def _in_units(pair: pd.DataFrame, column: str) -> np.ndarray:
+    """Control − reference on `column` in whole `TEXT_UNIT`s, seed by seed."""
+    return np.round(_differences(pair, column) / TEXT_UNIT).astype(np.int64)
+
+
+def _registered_verdict(r: dict) -> dict:
+    first, added = r["_first"], r["_added"]
+    used = first if added is None else np.concatenate([first, added])
+    if r["_pending"]:
+        return {"n": len(used), "effect": float(np.mean(used)) * TEXT_UNIT, "ci_low": np.nan,
+                "ci_high": np.nan, "verdict": "pending"}
+    lo, hi = sequential.interval(first, added, r["level"], r["_bounds"])
+    centre = sequential.estimate(first, added, r["_bounds"], (lo, hi))
+    verdict = paired.read_interval(lo, hi, TEXT_MARGIN / TEXT_UNIT)
+    return {"n": len(used), "effect": centre * TEXT_UNIT, "ci_low": lo * TEXT_UNIT, "ci_high": hi * TEXT_UNIT,
+            "verdict": VERDICT_WORDS.get(verdict, verdict)}
+
+
+def registered_and_corrected(results: pd.DataFrame) -> pd.DataFrame:
+    """Each text row under the registered analysis (sign flips on the mean) beside the
+    book's (sign tests on the median, `decide_text`): seeds, effect, interval and verdict
+    of each, and `moved`: what the correction changed (the verdict, the seeds, or nothing
+    but the estimand)."""
+    key = ["family", "comparison", "metric"]
+    cols = ["n", "effect", "ci_low", "ci_high", "verdict"]
+    reg = decide_text_registered(results)[key + ["primary"] + cols]
+    cor = decide_text(results)[key + cols]
+    both = reg.merge(cor, on=key, suffixes=("_registered", "_corrected"))
+
+    def moved(r) -> str:
+        if r.verdict_registered == r.verdict_corrected == "pending":
+            return "both wait for seeds"
+        out = []
+        if r.verdict_registered != r.verdict_corrected:
+            out.append(f"verdict {r.verdict_registered} -> {r.verdict_corrected}")
+        if r.n_registered != r.n_corrected:
+            out.append(f"seeds {r.n_registered} -> {r.n_corrected}")
+        return "; ".join(out) or "nothing but the estimand (mean -> median)"
+    return both.assign(moved=both.apply(moved, axis=1))
+
+
 def text_differences(results: pd.DataFrame, metric: str = "loss_end") -> pd.DataFrame:
     """Every comparison's paired differences, control − reference, seed by seed (nats per
     character), at the reference learning rate: the numbers each verdict is read from,

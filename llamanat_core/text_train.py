@@ -122,6 +122,7 @@ class TextFitResult:
     losses: list[float] = field(default_factory=list)
     val_curve: list[dict] = field(default_factory=list)  # step, train_loss, val_loss
     endpoints: dict = field(default_factory=dict)
+    val_end: float | None = None  # the whole validation half at the end: what a rate is chosen by
     seconds: float = 0.0
 
 
@@ -183,6 +184,8 @@ def fit_text(cfg: Config, seed: int, budget: TextBudget = TextBudget(), corpus: 
                 "step": step, "train_loss": sum(since) / len(since),
                 "val_loss": held_out_loss(model, corpus.val, budget.context, budget.eval_windows)})
     result.endpoints.update(test_losses(model, corpus, budget))
+    if budget.decay != "all":  # the recipe's runs (the first text study chose no rate)
+        result.val_end = held_out_loss(model, corpus.val, budget.context, budget.test_windows)
     result.seconds = time.perf_counter() - t0
     model.eval()
     return result

@@ -228,6 +228,25 @@ def test_design_simulation_records_each_interval_beside_its_own_count(tmp_path, 
     assert f"[95% CI {lo:.1%}, {hi:.1%}] (nominal 95%)" in printed
 
 
+def test_the_text_resampling_branches_by_the_text_studys_own_rule(monkeypatch):
+    """Nine of ten seeds far above 0 and one just below: the puzzles' registered rule (sign
+    flips) stops, decided; the text study's rule (the sign test: 9 of 10 is p = 22/1,024)
+    sends the row on. The text resampling branches every draw by the text rule."""
+    design = load_benchmark("sequential_design")
+    nine = np.array([-1] + [500] * 9)
+    assert design.registered_branch(nine, 100) == design.BRANCHES[0]
+    assert design.text_branch(nine, 100) == design.BRANCHES[2]
+    row = {"comparison": "x", "differences": np.array([3, -2, 5, 1, -4, 2, 0, 6, -1, 2]), "margin": 100}
+    monkeypatch.setattr(design, "text_rows", lambda: [row])
+    seen = []
+    monkeypatch.setitem(design.STAGE_ONE_RULES, True, lambda f, m: seen.append(len(f)) or design.BRANCHES[1])
+    rec = design.resampling(0, 2, text=True)
+    assert len(seen) == rec["resamples"] and set(seen) == {10}
+    cells = rec["constructions"][next(iter(rec["constructions"]))]
+    assert cells[design.BRANCHES[1]]["n"] == rec["resamples"]
+    assert rec["command"] == "python benchmarks/sequential_design.py --resample 2 --text --write"
+
+
 def test_the_text_resampling_reads_the_text_rows_and_writes_its_own_file(tmp_path, monkeypatch):
     """`--resample --text` draws from the text study's own differences, in whole units of
     its endpoint, and writes beside (not over) the puzzles' validation."""

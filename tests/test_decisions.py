@@ -2,6 +2,7 @@
 on constructed decision rows where the answer is known and on the committed study."""
 from __future__ import annotations
 
+import json
 import math
 import re
 
@@ -317,6 +318,17 @@ def test_branch_table_reads_the_resampling_record():
     table = dtab.branch_table(record)
     assert table.loc[("corrected", "decided at ten")].tolist() == ["40", "97.5%", "0.50%"]
     assert table.loc[("corrected", "equivalent at ten"), "coverage"] == "–"
+
+
+def test_the_resampling_command_carries_the_records_own_draw_count():
+    from llamanat_core.study import STUDY_DIR
+
+    committed = json.loads((STUDY_DIR / "resampling_validation.json").read_text())
+    assert dtab.resample_command(committed) == (
+        f"python benchmarks/sequential_design.py --resample {committed['draws_per_truth']} --write")
+    text = dtab.resample_command({"draws_per_truth": 60, "text": True})
+    assert text.endswith("--resample 60 --text --write")
+    assert dtab.resample_command({"command": "x", "draws_per_truth": 1}) == "x"
 
 
 def test_the_results_figures_tick_labels_never_collide():
