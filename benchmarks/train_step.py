@@ -28,9 +28,11 @@ does); the ratios to the floor are the numbers to compare across machines.
                 wrapper (the C++ wrapper calls the same kernels but hides them from the
                 profiler); what is left over is everything else: norms, softmax, RoPE,
                 SiLU, their backward, clipping, AdamW and the call itself
-Then the text task's step (64 windows of 48 characters, loss on every position): the plain
-step `text_train.TextStep` that every text run takes, against transformers on the same
-weights and windows, and against its FLOP floor (the head now at every position).
+Then the text task's step (64 windows of 48 characters, loss on every position) at both
+model sizes (S, the reference; M, twice its width): ours compiled (what every run of the
+tuned text study takes), ours eager (the plain loop, the reference), transformers on the
+same weights and windows, and the FLOP floor (the head now at every position); then the
+tuned text study's plan priced from those step times.
 Then scoring 200 addition items: batched generation with a KV cache (`train.score`)
 against one-at-a-time generation recomputing the whole prefix each token.
 """
@@ -45,12 +47,13 @@ from contextlib import contextmanager
 import torch
 import torch.nn.functional as F
 
-from llamanat_core.config import variant_config
+from llamanat_core.config import SIZES, variant_config
 from llamanat_core.fast import FastStep, compile_default, train_step, train_step_copy
 from llamanat_core.hf import to_transformers
 from llamanat_core.model import TinyLlama
+from llamanat_core.study.text_recipe import plan_estimate
 from llamanat_core.text import VOCAB_SIZE, gather, load_corpus, training_windows
-from llamanat_core.text_train import TextBudget, TextStep
+from llamanat_core.text_train import TextBudget, text_step
 from llamanat_core.train import TaskSpec, batch_order, score
 from llamanat_core.util import torch_threads
 
@@ -311,21 +314,57 @@ def text_batches(budget: TextBudget, steps: int = 60) -> list:
     return [gather(train, s, budget.context + 1) for s in starts]
 
 
-def print_text_step() -> None:
-    """The text step: ours (the plain loop every text run takes), transformers, the floor."""
-    budget = TextBudget()
-    cfg = variant_config("llama", vocab_size=VOCAB_SIZE)
-    batches = text_batches(budget)
+def text_sizes(budget: TextBudget, batches) -> dict:
+    """Per model size: ms per step of ours (compiled), ours eager, transformers and the
+    large matmul, interleaved, and the step's FLOP floor at that run's matmul rate."""
+    out = {}
     t = budget.context
-    ours = TextStep(TinyLlama(cfg, 0).train(), budget)
-    hf = hf_step(hf_model(TinyLlama(cfg, 0)), t)  # the loss on all t positions
-    ms = side_by_side({"ours": ours, "hf": hf, "matmul": large_matmul()}, batches)
-    gflops = 2 * MATMUL_N ** 3 / ms["matmul"] / 1e6
-    floor = step_flops(cfg, t, t, batch=budget.batch_size) / gflops / 1e6
-    print(f"text step ({budget.batch_size} windows of {t} characters, loss on every position): "
-          f"ours {ms['ours']:.1f} ms ({ms['ours'] / floor:.2f}x its floor of {floor:.2f} ms), "
-          f"transformers {ms['hf']:.1f} ms ({ms['hf'] / ms['ours']:.2f}x ours); "
-          f"{budget.steps:,} steps ≈ {budget.steps * ms['ours'] / 1e3:.0f} s of CPU before evaluation\n")
+    for size in SIZES:
+        cfg = variant_config("llama", size=size, vocab_size=VOCAB_SIZE)
+        t0 = time.perf_counter()
+        ours = text_step(TinyLlama(cfg, 0).train(), budget, compile=True)
+        ours(batches[0])
+        compile_s = time.perf_counter() - t0
+        eager = text_step(TinyLlama(cfg, 0).train(), budget, compile=False)
+        hf = hf_step(hf_model(TinyLlama(cfg, 0)), t)  # the loss on all t positions
+        ms = side_by_side({"ours": ours, "eager": eager, "hf": hf, "matmul": large_matmul()}, batches)
+        gflops = 2 * MATMUL_N ** 3 / ms["matmul"] / 1e6
+        floor = step_flops(cfg, t, t, batch=budget.batch_size) / gflops / 1e6
+        out[size] = {"ms": ms, "floor": floor, "compile_s": compile_s,
+                     "params": TinyLlama(cfg, 0).num_parameters()}
+    return out
+
+
+def print_text_step() -> None:
+    """The text step at both sizes: ours compiled (what every run of the tuned study
+    takes), ours eager (the plain loop, the reference), transformers, the floor; then the
+    tuned study's plan priced from these step times."""
+    budget = TextBudget(decay="matrices")
+    t = budget.context
+    sizes = text_sizes(budget, text_batches(budget))
+    print(f"text step ({budget.batch_size} windows of {t} characters, loss on every position), "
+          "ms and ratio to the floor:")
+    print(f"{'size':4s} {'params':>8s} {'floor':>6s} {'ours':>13s} {'eager':>13s} {'transformers':>13s}"
+          f" {'tf / ours':>9s} {'1st step s':>10s}")
+    for size, m in sizes.items():
+        ms, floor = m["ms"], m["floor"]
+        cells = [f"{ms[k]:6.1f} {ms[k] / floor:4.2f}x" for k in ("ours", "eager", "hf")]
+        print(f"{size:4s} {m['params']:8,d} {floor:6.1f} {cells[0]:>13s} {cells[1]:>13s} {cells[2]:>13s}"
+              f" {ms['hf'] / ms['ours']:9.2f} {m['compile_s']:10.1f}")
+    print("  ours = the compiled step (fast.FastStep on every position, the scheduled rate, decay on"
+          "\n  matrices); eager = the plain loop (train.PlainStep), the tested reference\n")
+    print_plan_estimate({size: m["ms"]["ours"] for size, m in sizes.items()})
+
+
+def print_plan_estimate(step_ms: dict[str, float]) -> None:
+    """The tuned text study's plan (`study.text_recipe.plan_estimate`), priced at these
+    step times: runs per size and stage, CPU hours, and wall hours at two workers."""
+    est = plan_estimate(step_ms)
+    print("the tuned text study priced at these step times (steps and evaluations, one core a run):")
+    for row in est["rows"]:
+        print(f"  {row['stage']:<34s} {row['size']:2s} {row['runs']:5d} runs x {row['seconds']:6.0f} s"
+              f" = {row['runs'] * row['seconds'] / 3600:6.1f} CPU h")
+    print(f"  total {est['cpu_hours']:.1f} CPU h: {est['wall_hours']:.1f} h wall at two workers\n")
 
 
 def print_scoring(cfg) -> None:

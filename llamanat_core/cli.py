@@ -101,9 +101,11 @@ def _add_study(sub) -> None:
                                    "in a local process pool, or as Ray tasks (--executor ray) on this "
                                    "machine or a cluster; either way this process writes every run file.")
     p.add_argument("--only", nargs="+",
-                   choices=("matrix", "length", "sweep", "alphabet", "kv_cache", "text", "text_lr"),
+                   choices=("matrix", "length", "sweep", "alphabet", "kv_cache", "text", "text_lr", "tuned"),
                    help="only these measurements (default: all; kv_cache re-measures the timings; "
-                        "text and text_lr are the text study and its learning-rate check)")
+                        "text and text_lr are the first text study and its learning-rate check; "
+                        "tuned, on its own, the tuned text study: every arm at its own best rate, "
+                        "two sizes, trained stage by stage until nothing is left)")
     p.add_argument("--seeds", type=_seeds, default=None, help="e.g. 0-9 or 0,2 (default 0-9)")
     p.add_argument("--workers", type=_positive, default=1,
                    help="worker processes, one thread each (with --executor ray and no --address: "

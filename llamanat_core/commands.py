@@ -28,6 +28,7 @@ from .study import (
 from .study.executors import check_ray
 from .study.kv_timing import TEXT_TIMING_FIELDS, ensure_timing
 from .study.text_plan import LR_SEEDS, TEXT_MEASUREMENTS
+from .study.text_recipe import run_tuned, stored_in, tuned_plan
 from .study.verify import TOLERANCE, VERIFY_STEPS, describe, verify
 from .text import VOCAB_SIZE, load_corpus
 from .text_train import TEXT_ENDPOINTS, TextBudget, fit_text
@@ -128,6 +129,8 @@ def _fit_text(args, overrides: dict) -> int:
 
 def cmd_study(args) -> int:
     settings = study_settings(args.quick, args.steps, args.seeds, args.cache_dir, args.list)
+    if args.only and "tuned" in args.only:
+        return _study_tuned(args, settings)
     only = tuple(args.only) if args.only else MEASUREMENTS + ("kv_cache",) + TEXT_MEASUREMENTS
     texts = tuple(m for m in only if m in TEXT_MEASUREMENTS)
     measurements = tuple(m for m in only if m != "kv_cache" and m not in texts)
@@ -167,6 +170,27 @@ def cmd_study(args) -> int:
         write_summary(p, entries, settings.cache_dir)
         print(f"study: summary written to {settings.cache_dir / 'results.csv'} and "
               f"{settings.cache_dir / 'curves.csv'}", file=sys.stderr)
+    return 0
+
+
+def _study_tuned(args, settings) -> int:
+    """`llamanat study --only tuned`: the tuned text study, alone (its stages follow from
+    its own stored runs, so it mixes with no other measurement)."""
+    if args.only != ["tuned"] or args.seeds or args.added_seeds:
+        raise ValueError("--only tuned runs the tuned text study on its own: no other measurement, "
+                         "no --seeds (its stages choose them), no --added-seeds")
+    steps = None if settings.budget == Budget() else settings.budget.steps
+    if args.list:
+        stored = stored_in(settings.cache_dir, settings.weights_dir)
+        p = tuned_plan(stored, steps, compile=settings.compile)
+        for stage, runs in p.items():
+            print(f"{stage}: {len(runs)} runs ({sum(stored(r) is not None for r in runs)} stored)")
+        for r in unique_runs(p):
+            print(r.key, r.label)
+        return 0
+    run_tuned(settings.cache_dir, args.workers, steps, settings.weights_dir, compile=settings.compile,
+              executor=args.executor, **_executor_options(args, ("tuned",)))
+    print(f"study: tuned summary written to {settings.cache_dir / 'tuned_results.csv'}", file=sys.stderr)
     return 0
 
 

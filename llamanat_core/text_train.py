@@ -34,6 +34,14 @@ TEXT_ENDPOINTS = {
     "loss_2x": "held-out test loss on windows twice the training context (extrapolation)",
     "loss_4x": "held-out test loss on windows four times the training context (extrapolation)",
 }
+# What the tuned study chooses each arm's rate by, recorded by every run of its recipe
+# (weight decay on matrices only): the validation half, never the test half.
+SELECTION = {"loss_val": "validation loss at the end of the budget, on the whole validation half"}
+
+
+def endpoints_of(decay: str) -> set[str]:
+    """The endpoints a text run records, by its budget's weight-decay rule."""
+    return set(TEXT_ENDPOINTS) | (set(SELECTION) if decay != "all" else set())
 
 
 @dataclass(frozen=True)
@@ -122,7 +130,6 @@ class TextFitResult:
     losses: list[float] = field(default_factory=list)
     val_curve: list[dict] = field(default_factory=list)  # step, train_loss, val_loss
     endpoints: dict = field(default_factory=dict)
-    val_end: float | None = None  # the whole validation half at the end: what a rate is chosen by
     seconds: float = 0.0
 
 
@@ -185,7 +192,7 @@ def fit_text(cfg: Config, seed: int, budget: TextBudget = TextBudget(), corpus: 
                 "val_loss": held_out_loss(model, corpus.val, budget.context, budget.eval_windows)})
     result.endpoints.update(test_losses(model, corpus, budget))
     if budget.decay != "all":  # the recipe's runs (the first text study chose no rate)
-        result.val_end = held_out_loss(model, corpus.val, budget.context, budget.test_windows)
+        result.endpoints["loss_val"] = held_out_loss(model, corpus.val, budget.context, budget.test_windows)
     result.seconds = time.perf_counter() - t0
     model.eval()
     return result

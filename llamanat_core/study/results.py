@@ -218,17 +218,21 @@ def curves_frame(runs: list[Run], entries: dict[str, dict]) -> pd.DataFrame:
     return _tidy({None: list(runs)}, entries, CURVE_COLUMNS, lambda r, e: e["dense"], LONGER_VAL)
 
 
-def write_text_summary(p: dict[str, list], entries: dict[str, dict], cache_dir: Path = STUDY_DIR):
-    """text_results.csv and text_curves.csv from the cached text runs of plan `p`."""
-    runs = unique_runs(p)
+def write_text_summary(p: dict[str, list], entries: dict[str, dict], cache_dir: Path = STUDY_DIR,
+                       names: tuple[str, str] | None = None):
+    """text_results.csv and text_curves.csv (or the two files `names`) from the cached text
+    runs of plan `p`."""
+    results, curves_name = names or (TEXT_RESULTS, TEXT_CURVES)
+    runs = [r for r in unique_runs(p) if r.key in entries]
     df = frame(runs, entries)
-    _write_if_changed(Path(cache_dir) / TEXT_RESULTS, df.to_csv(index=False, float_format="%.10g"))
+    _write_if_changed(Path(cache_dir) / results, df.to_csv(index=False, float_format="%.10g"))
     curves = curves_frame(runs, entries)
-    _write_if_changed(Path(cache_dir) / TEXT_CURVES, curves.to_csv(index=False, float_format="%.6g"))
+    _write_if_changed(Path(cache_dir) / curves_name, curves.to_csv(index=False, float_format="%.6g"))
     return df
 
 
 TEXT_RESULTS, TEXT_CURVES = "text_results.csv", "text_curves.csv"
+TUNED_RESULTS, TUNED_CURVES = "tuned_results.csv", "tuned_curves.csv"  # the tuned text study
 
 
 def load_text_results(cache_dir: Path = STUDY_DIR):

@@ -181,7 +181,8 @@ class Run:
             extra = "".join(f" {k}={v:g}" for k, v in self.overrides)
             rate = f" lr×{self.lr_scale:g}" if self.lr_scale != 1.0 else ""
             size = f" size={self.size}" if self.size != "S" else ""
-            return f"{self.variant} text{size}{extra}{rate} seed={self.seed}"
+            tuned = " tuned" if self.budget.decay != "all" else ""  # the tuned study's recipe
+            return f"{self.variant} text{tuned}{size}{extra}{rate} seed={self.seed}"
         extra = "".join(f" {k}={v:g}" if isinstance(v, float) else f" {k}={v}"
                         for k, v in self.overrides)
         answer = f" answer={self.answer}" if self.task == "recall" and self.answer != "name" else ""

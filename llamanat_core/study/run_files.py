@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from ..paths import STUDY_DIR, WEIGHTS_DIR
-from ..text_train import TEXT_ENDPOINTS
+from ..text_train import endpoints_of
 from ..util import atomic_write_bytes, atomic_write_text
 from .run import Run, record_key, version_of
 from .weights import weights_path
@@ -39,7 +39,7 @@ def _complete(entry: dict) -> bool:
     budget = entry["record"]["budget"]
     if _kind(entry) == "text":
         stop = budget["steps"]
-        curve_ok = set(entry["endpoints"]) == set(TEXT_ENDPOINTS)
+        curve_ok = set(entry["endpoints"]) == endpoints_of(budget.get("decay", "all"))
     else:
         stop, checkpoints = entry["stop_step"], budget["checkpoints"]
         curve_ok = (isinstance(stop, int) and budget["min_steps"] <= stop <= budget["steps"]

@@ -1,0 +1,142 @@
+"""The tuned text study's recipe and its staged plan: the brackets grow until the best rate
+is interior, each stage opens when the one before it has settled, and nothing chooses by
+the test half."""
+import math
+
+import pytest
+
+from llamanat_core.config import SIZES
+from llamanat_core.study import text_recipe as tr
+from llamanat_core.study.run import Run
+
+
+def test_a_bracket_grows_on_the_side_of_the_best_until_it_is_interior():
+    assert tr.next_scales({2.0: 1.5, 4.0: 1.4, 8.0: 1.45}) == []
+    assert tr.best_scale({2.0: 1.5, 4.0: 1.4, 8.0: 1.45}) == 4.0
+    assert tr.next_scales({2.0: 1.3, 4.0: 1.4, 8.0: 1.45}) == [1.0]
+    assert tr.next_scales({2.0: 1.5, 4.0: 1.4, 8.0: 1.35}) == [16.0]
+    assert tr.best_scale({2.0: 1.5, 4.0: 1.4, 8.0: 1.35}) is None  # not interior yet
+    assert tr.next_scales({2.0: 1.4, 4.0: 1.4, 8.0: 1.5}) == [1.0]  # a tie goes to the lower rate
+    with pytest.raises(ValueError, match="at least one rate"):
+        tr.next_scales({})
+    with pytest.raises(ValueError, match="power of two"):
+        tr.start_scales(3.0)
+
+
+def test_the_recipe_decays_matrices_and_scales_warm_up_with_the_steps():
+    b = tr.recipe_budget(4.0)
+    assert (b.steps, b.decay, b.lr) == (tr.RECIPE_STEPS, "matrices", 4e-3)
+    assert b.warmup == round(tr.WARMUP_SHARE * tr.RECIPE_STEPS) and b.test_windows is None
+    cut = tr.recipe_budget(4.0, steps=40)
+    assert (cut.steps, cut.decay, cut.lr, cut.warmup) == (40, "matrices", 4e-3, 2)
+    assert cut.test_windows is not None  # a quick look reads the first test windows only
+
+
+def _loss(run: Run) -> float:
+    """A made-up validation loss, convex in log2(rate) with an arm-dependent optimum: at S
+    postnorm likes 2, every other arm 8; at M every optimum is one factor of two lower."""
+    best = 2.0 if run.variant == "postnorm" else 8.0
+    if run.size == "M":
+        best /= 2
+    return 1.5 + 0.01 * (math.log2(run.lr_scale) - math.log2(best)) ** 2 + 0.001 * run.seed
+
+
+def _settle(steps=4):
+    """Store every run the plan asks for, again and again, until it asks for nothing new."""
+    done: dict[str, Run] = {}
+    stored = lambda r: {"endpoints": {"loss_val": _loss(r)}} if r.key in done else None
+    rounds = 0
+    while True:
+        plan = tr.tuned_plan(stored, steps=steps)
+        new = [r for runs in plan.values() for r in runs if r.key not in done]
+        if not new:
+            return plan, done, rounds
+        done.update((r.key, r) for r in new)
+        rounds += 1
+
+
+def test_the_plan_opens_stage_by_stage_and_settles():
+    stored = lambda r: None
+    first = tr.tuned_plan(stored, steps=4)
+    arms = len(tr.tuned_arms())
+    # nothing stored: the S brackets only, three rates around the pilot's best, seeds 0-2
+    assert first["tuned"] == [] and first["tuned_common"] == []
+    assert len(first["tuned_bracket"]) == arms * 3 * 3
+    assert {r.size for r in first["tuned_bracket"]} == {"S"}
+    assert {r.lr_scale for r in first["tuned_bracket"]} == set(tr.start_scales(tr.PILOT_BEST_SCALE))
+    plan, done, rounds = _settle()
+    assert rounds >= 3  # brackets grew, then the best rates, then M
+    by = lambda stage, size: [r for r in plan[stage] if r.size == size]
+    for size, n_first in (("S", 10), ("M", 5)):
+        own = by("tuned", size)
+        assert len(own) == arms * n_first
+        for r in own:  # every arm at its own (made-up) optimum
+            want = (2.0 if r.variant == "postnorm" else 8.0) / (2 if size == "M" else 1)
+            assert r.lr_scale == want, r.label
+        common = by("tuned_common", size)
+        assert len(common) == (arms - 1) * n_first
+        assert {r.lr_scale for r in common} == {8.0 / (2 if size == "M" else 1)}
+    # M brackets start at each arm's S best: postnorm's grid is centred on 2, not 4
+    m_post = {r.lr_scale for r in done.values() if r.size == "M" and r.variant == "postnorm"}
+    assert min(m_post) == 0.5 and 2.0 in m_post
+    assert all(r.compile and r.budget.decay == "matrices" for r in done.values())
+    assert set(SIZES) == {r.size for r in done.values()}
+
+
+def test_weights_are_kept_for_seeds_0_to_2_at_the_best_rate_only():
+    plan, done, _ = _settle()
+    for r in plan["tuned"]:
+        assert r.keeps_weights == (r.seed in tr.KEPT_SEEDS), r.label
+    settled = [r for r in plan["tuned_common"] if r.lr_scale != _best(r)]
+    assert settled and not any(r.keeps_weights for r in settled)
+    # while a bracket is open, each of its seeds 0-2 keeps weights (the best is not known yet)
+    open_runs = tr.tuned_plan(lambda r: None, steps=4)["tuned_bracket"]
+    assert all(r.keeps_weights for r in open_runs)
+
+
+def _best(r: Run) -> float:
+    return (2.0 if r.variant == "postnorm" else 8.0) / (2 if r.size == "M" else 1)
+
+
+def test_the_tuned_runs_have_keys_of_their_own():
+    a = tr.tuned_run("llama", (), "S", 4.0, 0)
+    assert a.record()["compile"] is True and a.record()["budget"]["decay"] == "matrices"
+    b = tr.tuned_run("llama", (), "M", 4.0, 0)
+    assert b.record()["size"] == "M" and a.key != b.key
+    assert a.key != tr.tuned_run("llama", (), "S", 8.0, 0).key
+    assert a.key == tr.tuned_run("llama", (), "S", 4.0, 0, keep=True).key  # keeping is not a number
+
+
+def test_the_estimate_prices_every_stage_at_both_sizes():
+    est = tr.plan_estimate({"S": 40.0, "M": 120.0}, extensions=0)
+    assert {r["size"] for r in est["rows"]} == set(SIZES)
+    bracket_s = next(r for r in est["rows"] if r["size"] == "S" and r["stage"].startswith("bracket"))
+    assert bracket_s["runs"] == len(tr.tuned_arms()) * 3 * 3
+    assert math.isclose(est["wall_hours"] * 2, est["cpu_hours"])
+    assert bracket_s["seconds"] == pytest.approx(tr.RECIPE_STEPS * 0.040 * 1.1)
+
+
+def test_the_recipe_is_what_its_pilot_chose():
+    """The constants the tuned study runs under are the pilot's record, not a retyping."""
+    import json
+
+    from llamanat_core.paths import STUDY_DIR
+
+    pilot = json.loads((STUDY_DIR / "text_recipe_pilot.json").read_text())
+    assert tr.RECIPE_STEPS == pilot["chosen_steps"]
+    assert tr.PILOT_BEST_SCALE == pilot["best_per_budget"][str(pilot["chosen_steps"])]
+    assert tr.WARMUP_SHARE == pilot["warmup_share"]
+    chosen = [r for r in pilot["runs"] if r["steps"] == tr.RECIPE_STEPS]
+    best = min(chosen, key=lambda r: r["val_loss"])
+    assert best["val_loss"] < pilot["four_gram_val_nats"] and best["last_quarter_gain"] < 0.02
+
+
+def test_the_command_lists_the_open_stage_and_refuses_a_mix(tmp_path, capsys):
+    from llamanat_core.cli import main
+
+    assert main(["study", "--only", "tuned", "--list", "--cache-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"tuned_bracket: {len(tr.tuned_arms()) * 9} runs (0 stored)"
+    assert sum(" text tuned " in line for line in out) == len(tr.tuned_arms()) * 9
+    assert main(["study", "--only", "tuned", "text", "--list", "--cache-dir", str(tmp_path)]) != 0
+    assert "runs the tuned text study on its own" in capsys.readouterr().err
