@@ -51,9 +51,9 @@ from llamanat_core.config import SIZES, variant_config
 from llamanat_core.fast import FastStep, compile_default, train_step, train_step_copy
 from llamanat_core.hf import to_transformers
 from llamanat_core.model import TinyLlama
-from llamanat_core.study.text_recipe import plan_estimate
+from llamanat_core.study.text_recipe import plan_estimate, recipe_budget
 from llamanat_core.text import VOCAB_SIZE, gather, load_corpus, training_windows
-from llamanat_core.text_train import TextBudget, text_step
+from llamanat_core.text_train import TextBudget, held_out_loss, text_step
 from llamanat_core.train import TaskSpec, batch_order, score
 from llamanat_core.util import torch_threads
 
@@ -331,8 +331,26 @@ def text_sizes(budget: TextBudget, batches) -> dict:
         gflops = 2 * MATMUL_N ** 3 / ms["matmul"] / 1e6
         floor = step_flops(cfg, t, t, batch=budget.batch_size) / gflops / 1e6
         out[size] = {"ms": ms, "floor": floor, "compile_s": compile_s,
-                     "params": TinyLlama(cfg, 0).num_parameters()}
+                     "params": TinyLlama(cfg, 0).num_parameters(),
+                     "eval_s": eval_seconds(TinyLlama(cfg, 0), recipe_budget())}
     return out
+
+
+def eval_seconds(model: TinyLlama, budget: TextBudget) -> float:
+    """CPU seconds of one run's evaluations under `budget`, timed call by call: the
+    validation curve, the loss at half the budget, the endpoints at three lengths and the
+    validation half at the end."""
+    corpus = load_corpus()
+
+    def timed(text, context, limit=None) -> float:
+        t = time.thread_time()
+        held_out_loss(model, text, context, limit)
+        return time.thread_time() - t
+
+    curve = budget.steps // budget.eval_every * timed(corpus.val, budget.context, budget.eval_windows)
+    half = timed(corpus.test, budget.context)  # the loss at half the budget
+    ends = sum(timed(corpus.test, k * budget.context) for k in (1,) + budget.longer)
+    return curve + half + ends + timed(corpus.val, budget.context)
 
 
 def print_text_step() -> None:
@@ -353,13 +371,16 @@ def print_text_step() -> None:
               f" {ms['hf'] / ms['ours']:9.2f} {m['compile_s']:10.1f}")
     print("  ours = the compiled step (fast.FastStep on every position, the scheduled rate, decay on"
           "\n  matrices); eager = the plain loop (train.PlainStep), the tested reference\n")
-    print_plan_estimate({size: m["ms"]["ours"] for size, m in sizes.items()})
+    print_plan_estimate({size: m["ms"]["ours"] for size, m in sizes.items()},
+                        {size: m["eval_s"] for size, m in sizes.items()})
 
 
-def print_plan_estimate(step_ms: dict[str, float]) -> None:
+def print_plan_estimate(step_ms: dict[str, float], eval_s: dict[str, float]) -> None:
     """The tuned text study's plan (`study.text_recipe.plan_estimate`), priced at these
-    step times: runs per size and stage, CPU hours, and wall hours at two workers."""
-    est = plan_estimate(step_ms)
+    step and evaluation times: runs per size and stage, CPU hours, wall hours at two workers."""
+    est = plan_estimate(step_ms, eval_s)
+    for size, secs in eval_s.items():
+        print(f"  a run's evaluations at {size}: {secs:.1f} s of CPU")
     print("the tuned text study priced at these step times (steps and evaluations, one core a run):")
     for row in est["rows"]:
         print(f"  {row['stage']:<34s} {row['size']:2s} {row['runs']:5d} runs x {row['seconds']:6.0f} s"

@@ -584,3 +584,19 @@ def test_keep_freed_memory_stops_the_page_faults_of_large_blocks():
     for _ in range(50):
         torch.empty(1 << 20).fill_(1.0)  # 4 MB
     assert resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before < 200
+
+
+def test_sample_covers_every_kind_of_text_run():
+    """A tuned run at each size and a run of the first text study each find a place in a
+    small sample, however many puzzle groups sort before them."""
+    def rec(task, variant, **extra):
+        budget = {"regime": "finite"} if task != "text" else {k: v for k, v in extra.items() if k == "decay"}
+        return {"record": {"task": task, "variant": variant, "budget": budget,
+                           **{k: v for k, v in extra.items() if k == "size"}}}
+    entries = {f"a{i:02d}": rec("addition", f"v{i}") for i in range(10)}
+    entries |= {"t0": rec("text", "llama"), "t1": rec("text", "llama", decay="matrices"),
+                "t2": rec("text", "mqa", decay="matrices", size="M")}
+    picked = verify_module.sample_keys(entries, 4)
+    assert {"t0", "t1", "t2"} <= set(picked) and len(picked) == 4
+    # without the size and recipe in what a sample covers, one text run would stand for all
+    assert len({verify_module.run_kind(entries[k]["record"]) for k in picked}) == 4

@@ -25,7 +25,7 @@ def test_a_bracket_grows_on_the_side_of_the_best_until_it_is_interior():
 
 def test_the_recipe_decays_matrices_and_scales_warm_up_with_the_steps():
     b = tr.recipe_budget(4.0)
-    assert (b.steps, b.decay, b.lr) == (tr.RECIPE_STEPS, "matrices", 4e-3)
+    assert (b.steps, b.decay, b.lr, b.eval_every) == (tr.RECIPE_STEPS, "matrices", 4e-3, tr.EVAL_EVERY)
     assert b.warmup == round(tr.WARMUP_SHARE * tr.RECIPE_STEPS) and b.test_windows is None
     cut = tr.recipe_budget(4.0, steps=40)
     assert (cut.steps, cut.decay, cut.lr, cut.warmup) == (40, "matrices", 4e-3, 2)
@@ -108,12 +108,12 @@ def test_the_tuned_runs_have_keys_of_their_own():
 
 
 def test_the_estimate_prices_every_stage_at_both_sizes():
-    est = tr.plan_estimate({"S": 40.0, "M": 120.0}, extensions=0)
+    est = tr.plan_estimate({"S": 40.0, "M": 120.0}, {"S": 10.0, "M": 30.0}, extensions=0)
     assert {r["size"] for r in est["rows"]} == set(SIZES)
     bracket_s = next(r for r in est["rows"] if r["size"] == "S" and r["stage"].startswith("bracket"))
     assert bracket_s["runs"] == len(tr.tuned_arms()) * 3 * 3
     assert math.isclose(est["wall_hours"] * 2, est["cpu_hours"])
-    assert bracket_s["seconds"] == pytest.approx(tr.RECIPE_STEPS * 0.040 * 1.1)
+    assert bracket_s["seconds"] == pytest.approx(tr.RECIPE_STEPS * 0.040 + 10.0)
 
 
 def test_the_recipe_is_what_its_pilot_chose():
@@ -140,3 +140,21 @@ def test_the_command_lists_the_open_stage_and_refuses_a_mix(tmp_path, capsys):
     assert sum(" text tuned " in line for line in out) == len(tr.tuned_arms()) * 9
     assert main(["study", "--only", "tuned", "text", "--list", "--cache-dir", str(tmp_path)]) != 0
     assert "runs the tuned text study on its own" in capsys.readouterr().err
+
+
+def test_the_plan_and_the_registered_analysis_choose_the_same_rates():
+    """The runs trained at an arm's best rate are the ones the registered analysis reads:
+    both choose by the mean validation loss over seeds 0-2, ties to the lower rate."""
+    import pandas as pd
+
+    from llamanat_core import text_design
+
+    plan, done, _ = _settle()
+    rows = [{"size": r.size, "variant": r.variant, "lr_scale": r.lr_scale, "seed": r.seed,
+             "rope_theta": r.config.rope_theta, "loss_val": _loss(r),
+             **{k: _loss(r) for k in ("loss_end", "loss_half", "loss_2x", "loss_4x")}}
+            for r in done.values()]
+    best = text_design.best_rates(text_design.check_frame(pd.DataFrame(rows)))
+    own = {(r.size, tr.arm_label(r.variant, r.overrides)): r.lr_scale for r in plan["tuned"]}
+    assert len(own) == 2 * len(tr.tuned_arms())
+    assert all(best[k] == v for k, v in own.items())

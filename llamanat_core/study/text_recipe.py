@@ -51,6 +51,7 @@ LR_SEEDS = (0, 1, 2)
 FIRST_SEEDS = {"S": tuple(range(10)), "M": tuple(range(5))}
 THETAS = (10.0, 100.0, 1_000_000.0)  # rotation bases, each against the reference's 10,000
 KEPT_SEEDS = (0, 1, 2)  # trained weights kept for the book's looks inside, at the best rate
+EVAL_EVERY = 100  # the validation curve: 24 points over the budget
 
 
 def recipe_budget(lr_scale: float = 1.0, steps: int | None = None) -> TextBudget:
@@ -58,7 +59,7 @@ def recipe_budget(lr_scale: float = 1.0, steps: int | None = None) -> TextBudget
     warm-up and evaluations scaled alike, endpoints on the first test windows)."""
     cut = TextBudget.for_steps(steps, lr_scale) if steps is not None else None
     full = replace(TextBudget(), steps=RECIPE_STEPS, warmup=round(WARMUP_SHARE * RECIPE_STEPS),
-                   lr=TextBudget().lr * lr_scale, decay="matrices")
+                   lr=TextBudget().lr * lr_scale, decay="matrices", eval_every=EVAL_EVERY)
     if cut is None or steps == RECIPE_STEPS:
         return full
     return replace(cut, warmup=max(1, round(WARMUP_SHARE * steps)) if steps > 2 else 0, decay="matrices")
@@ -99,23 +100,23 @@ def start_scales(centre: float) -> tuple[float, ...]:
     return tuple(centre * k for k in START_SCALES)
 
 
-def run_seconds(step_ms: float, steps: int = RECIPE_STEPS, eval_share: float = 0.1) -> float:
-    """A run's seconds from its step time: the steps, plus its evaluations (the dense
-    curve, the held-out halves at three lengths), about `eval_share` of the steps' time."""
-    return steps * step_ms / 1e3 * (1 + eval_share)
+def run_seconds(step_ms: float, eval_s: float, steps: int = RECIPE_STEPS) -> float:
+    """A run's seconds: its steps at `step_ms`, plus its evaluations (`eval_s`: the
+    validation curve, the held-out halves at three lengths), measured apart."""
+    return steps * step_ms / 1e3 + eval_s
 
 
-def plan_estimate(step_ms: dict[str, float], extensions: float = 0.5) -> dict:
+def plan_estimate(step_ms: dict[str, float], eval_s: dict[str, float], extensions: float = 0.5) -> dict:
     """The plan's size and cost before it runs: runs per size and stage at these step
-    times (ms, per size). Each bracket is assumed to need `extensions` extra rates on
-    average (it starts with three); the added seeds of stage two are priced separately in
-    the note, since the rule decides them from the data."""
+    times (ms) and evaluation times (s), per size. Each bracket is assumed to need
+    `extensions` extra rates on average (it starts with three). The seeds the registered
+    rule adds are not counted: the data decide them."""
     arms = len(tuned_arms())
     rates = len(START_SCALES) + extensions
     rows = []
     for size in SIZES:
         n_first = len(FIRST_SEEDS[size])
-        secs = run_seconds(step_ms[size])
+        secs = run_seconds(step_ms[size], eval_s[size])
         rows.append({"stage": "bracket (seeds 0-2, every rate)", "size": size,
                      "runs": round(arms * rates * len(LR_SEEDS)), "seconds": secs})
         rows.append({"stage": f"own best rate, seeds 3-{n_first - 1}", "size": size,

@@ -38,11 +38,18 @@ class Check:
         return self.max_diff <= TOLERANCE
 
 
+def run_kind(record: dict) -> tuple:
+    """What a sample must cover: the task, and for text the model size and the recipe
+    (the tuned study's runs are compiled, at two sizes, with their own weight decay)."""
+    budget = record["budget"]
+    return (record["task"], record.get("size", "S"), budget.get("decay", "all"))
+
+
 def sample_keys(entries: dict[str, dict], n: int) -> list[str]:
     """`n` runs spread over task x regime x variant: round-robin over those groups in
     sorted order, each group in key order, so the sample is the same on every machine;
-    then every task the sample missed (the text runs sort last) takes the place of the
-    last pick of a task that has more than one."""
+    then every kind of run (`run_kind`) the sample missed (the text runs sort last) takes
+    the place of the last pick of a kind that has more than one."""
     groups: dict[tuple, list[str]] = {}
     for key in sorted(entries):
         rec = entries[key]["record"]
@@ -56,7 +63,7 @@ def sample_keys(entries: dict[str, dict], n: int) -> list[str]:
             if depth < len(keys) and len(picked) < n:
                 picked.append(keys[depth])
         depth += 1
-    task = {k: entries[k]["record"]["task"] for k in entries}
+    task = {k: run_kind(entries[k]["record"]) for k in entries}
     for missing in sorted({task[k] for k in entries} - {task[k] for k in picked}):
         counts = {t: sum(task[k] == t for k in picked) for t in set(task[k] for k in picked)}
         spare = [i for i, k in enumerate(picked) if counts[task[k]] > 1]
