@@ -27,8 +27,10 @@ from .study import (
 )
 from .study.executors import check_ray
 from .study.kv_timing import TEXT_TIMING_FIELDS, ensure_timing
+from .study.plan import EXTRAPOLATE
 from .study.text_plan import LR_SEEDS, TEXT_MEASUREMENTS
 from .study.verify import TOLERANCE, VERIFY_STEPS, describe, verify
+from .tasks import TRAIN_PAIRS
 from .text import VOCAB_SIZE, load_corpus
 from .text_train import TEXT_ENDPOINTS, TextBudget, fit_text
 from .train import Budget, TaskSpec, fit
@@ -74,7 +76,8 @@ def cmd_fit(args) -> int:
         return _fit_text(args, overrides)
     cfg = variant_config(args.variant, **overrides)
     budget = Budget.for_steps(args.steps, args.regime)
-    spec = TaskSpec(args.task, args.pairs, args.answer, (8, 12) if args.task == "recall" else ())
+    pairs = TRAIN_PAIRS if args.pairs is None else args.pairs
+    spec = TaskSpec(args.task, pairs, args.answer, EXTRAPOLATE if args.task == "recall" else ())
     bar = tqdm(total=budget.steps, unit="step", file=sys.stderr, dynamic_ncols=True)
 
     def progress(step, loss):
