@@ -18,7 +18,7 @@ from pathlib import Path
 
 from llamanat_core.paths import ROOT
 from llamanat_core.study import STUDY_DIR, run_study
-from llamanat_core.study.text_plan import TextRun
+from llamanat_core.study.text_plan import text_run
 from llamanat_core.util import atomic_write_text
 
 OUT = STUDY_DIR / "text_pilot.json"
@@ -27,7 +27,7 @@ ARMS = ("llama", "layernorm", "gelu_mlp")
 
 
 def pilot(workers: int, cache_dir: Path) -> dict:
-    runs = [TextRun(v, s) for v in ARMS for s in PILOT_SEEDS]
+    runs = [text_run(v, s) for v in ARMS for s in PILOT_SEEDS]
     entries = run_study(runs, cache_dir, workers)
     loss = {(r.variant, r.seed): entries[r.key]["endpoints"]["loss_end"] for r in runs}
     out = {"seeds": list(PILOT_SEEDS), "loss_end": {v: [loss[v, s] for s in PILOT_SEEDS] for v in ARMS},

@@ -15,6 +15,7 @@ from .model import TinyLlama
 from .paths import ARTIFACTS_DIR, FRESH_CHAPTERS_DIR, KV_TEXT_TIMING_PATH, KV_TIMING_PATH, ROOT
 from .probes.kv_cache_chapter import arithmetic_table, human_bytes, measure_text_timing, measure_timing
 from .study import (
+    EXTRAPOLATE,
     MEASUREMENTS,
     SEEDS,
     STUDY_DIR,
@@ -27,7 +28,6 @@ from .study import (
 )
 from .study.executors import check_ray
 from .study.kv_timing import TEXT_TIMING_FIELDS, ensure_timing
-from .study.plan import EXTRAPOLATE
 from .study.text_plan import LR_SEEDS, TEXT_MEASUREMENTS
 from .study.verify import TOLERANCE, VERIFY_STEPS, describe, verify
 from .tasks import TRAIN_PAIRS

@@ -18,7 +18,8 @@ import pandas as pd
 
 from . import paired, sequential, stats
 from .config import REGIMES  # noqa: F401  (the data regimes, re-exported for the chapters)
-from .stats import at_chance, holm
+from .families import decide_families, pair_by_seed, second_stage, stage_pairs
+from .stats import at_chance
 from .study.plan import arm_of
 
 METRIC_COLUMNS = {"test_acc": 4, "test_acc_8": 8, "test_acc_12": 12}
@@ -125,15 +126,6 @@ def _comparisons(results: pd.DataFrame, reference: str, adjust=None):
                 if len(ctl):
                     label = f"copy vs name ({v})"
                     yield "alphabet", "recall", regime, label, f"{v} name", f"{v} copy", ref, ctl
-
-
-def _paired(ref: pd.DataFrame, ctl: pd.DataFrame) -> pd.DataFrame:
-    """The two rows joined seed by seed; only seeds present in both count."""
-    for name, g in (("reference", ref), ("control", ctl)):
-        if g.seed.duplicated().any():
-            twice = sorted(g.seed[g.seed.duplicated()])
-            raise ValueError(f"the {name} row has two runs for one seed: {twice}")
-    return ref.merge(ctl, on="seed", suffixes=("_r", "_c")).sort_values("seed").reset_index(drop=True)
 
 
 # ---------------------------------------------------------------- memorisation
@@ -284,10 +276,7 @@ def _p_value(first, added, ep: Endpoint, analysis: str) -> float:
 
 def _one_comparison(pair: pd.DataFrame, ep: Endpoint, task: str, analysis: str) -> dict:
     """Everything about one comparison that does not depend on the rest of its family."""
-
-    pair = pair[pair[f"{ep.column}_r"].notna() & pair[f"{ep.column}_c"].notna()]
-    first_pairs = pair[pair.seed.isin(sequential.FIRST_SEEDS)]
-    added_pairs = pair[pair.seed.isin(sequential.ADDED_SEEDS)]
+    pair, first_pairs, added_pairs = stage_pairs(pair, ep.column)
     chance = _both_at_chance(first_pairs, ep, task)
     first = _units(first_pairs, ep)
     pending = False
@@ -296,14 +285,10 @@ def _one_comparison(pair: pd.DataFrame, ep: Endpoint, task: str, analysis: str) 
     else:
         go_on, stopped = sequential.continues(first, both_at_chance=chance,
                                               margin=(-ep.margin / ep.unit, ep.margin / ep.unit))
-        # Stage 2 counts only once all its seeds are in: a look at part of it would be a
-        # third look the design does not pay for. Until then the row shows stage 1.
-        planned = len(sequential.ADDED_SEEDS)
-        pending = go_on and len(added_pairs) < planned
-        added = _units(added_pairs, ep) if go_on and not pending else None
-        used = pd.concat([first_pairs, added_pairs]) if added is not None else first_pairs
-        if pending:
-            stopped = f"undecided on the first 10 seeds: {len(added_pairs)} of {planned} added seeds so far"
+        use, pending, waiting = second_stage(go_on, added_pairs)
+        added = _units(added_pairs, ep) if use else None
+        used = pd.concat([first_pairs, added_pairs]) if use else first_pairs
+        stopped = waiting or stopped
     d_all = _units(used, ep) * ep.unit
     informative = _informative(used, ep, task)
     r, c = used[f"{ep.column}_r"].to_numpy(float), used[f"{ep.column}_c"].to_numpy(float)
@@ -340,10 +325,10 @@ def _verdict(row: dict, ep: Endpoint, lo: float, hi: float, analysis: str) -> st
     fewest_solved = min(row["reference_solved"], row["control_solved"])
     if corrected and ep.name == "speed" and fewest_solved < row["n"] / 2:
         return RARELY_SOLVED
-    if lo > 0 or hi < 0:
-        control_higher = lo > 0
-        return "better" if control_higher == ep.higher_is_better else "worse"
-    if -m < lo and hi < m:
+    reading = paired.read_interval(lo, hi, m)
+    if reading in ("higher", "lower"):
+        return "better" if (reading == "higher") == ep.higher_is_better else "worse"
+    if reading == "equivalent":
         if corrected and row["uninformative"] > row["n"] / 2:
             return MOSTLY_AT_CHANCE
         return "undecided" if corrected and _tied_end(row, lo, hi) else "equivalent"
@@ -422,7 +407,7 @@ def decide(results: pd.DataFrame, reference: str = "llama", analysis: str = "cor
         raise ValueError(f"analysis must be one of {ANALYSES}, got {analysis!r}")
     rows = []
     for measurement, task, regime, label, rlab, clab, ref, ctl in _comparisons(results, reference, adjust):
-        pair = _paired(ref, ctl)
+        pair = pair_by_seed(ref, ctl)
         if pair.empty:
             continue
         for ep in QUESTIONS[measurement]:
@@ -433,9 +418,10 @@ def decide(results: pd.DataFrame, reference: str = "llama", analysis: str = "cor
     if not rows:
         return pd.DataFrame(columns=DECISION_COLUMNS + LATE_COLUMNS)
     family = ["measurement", "task", "regime", "metric"]
-    df = _with_holm(pd.DataFrame(rows), family)
-    finished = [_finish(r, ENDPOINTS[r["metric"]], analysis) for r in df.to_dict("records")]
-    df = pd.concat([df, pd.DataFrame(finished, index=df.index)], axis=1)
+    # a row waiting for its added seeds is shown at the stage-1 level, where the rule that
+    # sent it on says its interval neither excludes 0 nor fits the margin
+    df = decide_families(rows, family, lambda r: _finish(r, ENDPOINTS[r["metric"]], analysis),
+                         pending_level=sequential.ALPHA_FIRST)
     df = _not_learned(df[DECISION_COLUMNS + ["both_at_chance"]], family)
     primary = df.primary.astype(bool) & df.p.notna() & ~df.stopped.str.contains("so far")
     df["q_bh"] = pd.Series(stats.benjamini_hochberg(df.p.where(primary)), index=df.index)
@@ -444,21 +430,6 @@ def decide(results: pd.DataFrame, reference: str = "llama", analysis: str = "cor
     if not with_registered:
         return df
     return _against_registered(df, decide(results, reference, "registered", adjust))
-
-
-def _with_holm(df: pd.DataFrame, family: list[str]) -> pd.DataFrame:
-    """Each row's Holm level and adjusted p within its family. A row still waiting for its
-    added seeds holds its place with p = 1 (it cannot make another row's step easier) and
-    is shown at the stage-1 level, where the rule that sent it on says its interval neither
-    excludes 0 nor fits the margin."""
-    holm_p = df.p.where(~df._pending, 1.0)
-    groups = [df[c] for c in family]
-    df["level"] = holm_p.groupby(groups, sort=False).transform(
-        lambda p: pd.Series(stats.holm_levels(p), index=p.index))
-    df["p_holm"] = holm_p.groupby(groups, sort=False).transform(
-        lambda p: pd.Series(holm(p), index=p.index)).where(~df._pending)
-    df.loc[df._pending, "level"] = sequential.ALPHA_FIRST
-    return df
 
 
 def _against_registered(corrected: pd.DataFrame, registered: pd.DataFrame) -> pd.DataFrame:
@@ -498,7 +469,7 @@ def row_differences(results: pd.DataFrame, reference: str = "llama") -> list[dic
     metric, differences, margin (units), bounds (units)."""
     out = []
     for measurement, task, regime, label, _, _, ref, ctl in _comparisons(results, reference):
-        pair = _paired(ref, ctl)
+        pair = pair_by_seed(ref, ctl)
         for ep in (e for e in QUESTIONS[measurement] if e.primary):
             used = pair[pair[f"{ep.column}_r"].notna() & pair[f"{ep.column}_c"].notna()]
             if used.empty or _both_at_chance(used[used.seed.isin(sequential.FIRST_SEEDS)], ep, task):

@@ -23,7 +23,7 @@ import torch
 
 from .model import TinyLlama
 from .study import WEIGHTS_DIR, trained_weights, weights_step
-from .study.plan import WEIGHT_VARIANTS
+from .study.run import WEIGHT_VARIANTS
 from .tasks import EQ, SEP, TRAIN_PAIRS, Addition, token_name
 from .train import Budget, TaskSpec, run_splits
 

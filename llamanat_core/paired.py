@@ -109,6 +109,17 @@ def estimate(first, added, interval_: tuple[float, float]) -> float:
     return float(min(max(float(np.median(d)), interval_[0]), interval_[1]))
 
 
+def read_interval(lo: float, hi: float, margin: float) -> str:
+    """What an interval of the difference control − reference says: `higher` or `lower`
+    when it excludes no difference, `equivalent` when it lies inside ±margin, else
+    `undecided`."""
+    if lo > 0 or hi < 0:
+        return "higher" if lo > 0 else "lower"
+    if -margin < lo and hi < margin:
+        return "equivalent"
+    return "undecided"
+
+
 @dataclass(frozen=True)
 class PairedDecision:
     """One paired comparison decided: the median difference, its interval and p, the
@@ -141,12 +152,7 @@ def decide_paired(first, added=None, *, unit: float, margin: float, level: float
     used = min(level, ALPHA_FIRST) if stopped_early else level
     lo, hi = interval(first, added, used)
     centre = estimate(first, added, (lo, hi))
-    if lo > 0 or hi < 0:
-        verdict = "higher" if lo > 0 else "lower"
-    elif -margin < lo and hi < margin:
-        verdict = "equivalent"
-    else:
-        verdict = "undecided"
+    verdict = read_interval(lo, hi, margin)
     n = len(first) + (0 if added is None else len(added))
     return PairedDecision(n, centre, lo, hi, p_value(first, added, stopped_early), used, verdict,
                           "two stages" if added is not None else "first stage")

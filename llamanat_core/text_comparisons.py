@@ -38,8 +38,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from . import paired, sequential, stats
+from . import paired, sequential
 from .comparisons import Endpoint
+from .families import decide_families, pair_by_seed, second_stage, stage_pairs
 
 TEXT_UNIT = 1e-4  # nats per character: the differences' rounding, far below any effect
 TEXT_MARGIN = 0.01  # nats per character (the module's docstring says why)
@@ -88,9 +89,8 @@ VERDICT_WORDS = {"lower": "better", "higher": "worse"}  # a lower loss is the be
 
 def _stages(pair: pd.DataFrame, ep: Endpoint):
     """(first ten seeds' differences, the added seeds' or None, why it stopped, pending?)."""
-    d = (pair[f"{ep.column}_c"] - pair[f"{ep.column}_r"]).to_numpy(float)
-    first = d[pair.seed.isin(sequential.FIRST_SEEDS).to_numpy()]
-    added = d[pair.seed.isin(sequential.ADDED_SEEDS).to_numpy()]
+    _, first_pairs, added_pairs = stage_pairs(pair, ep.column)
+    first = _differences(first_pairs, ep.column)
     if len(first) < len(sequential.FIRST_SEEDS):
         return first, None, f"{len(first)} of {len(sequential.FIRST_SEEDS)} first seeds so far", True
     if not ep.primary:
@@ -98,15 +98,19 @@ def _stages(pair: pd.DataFrame, ep: Endpoint):
     look = paired.first_look(first, unit=TEXT_UNIT, margin=TEXT_MARGIN)
     if look != "continue":
         return first, None, f"{look} on the first 10 seeds", False
-    if len(added) < len(sequential.ADDED_SEEDS):
-        return first, None, (f"undecided on the first 10 seeds: {len(added)} of "
-                             f"{len(sequential.ADDED_SEEDS)} added seeds so far"), True
-    return first, added, "two stages: 40 seeds", False
+    _, pending, waiting = second_stage(True, added_pairs)
+    if pending:
+        return first, None, waiting, True
+    return first, _differences(added_pairs, ep.column), "two stages: 40 seeds", False
+
+
+def _differences(pair: pd.DataFrame, column: str) -> np.ndarray:
+    """Control − reference on `column`, seed by seed."""
+    return (pair[f"{column}_c"] - pair[f"{column}_r"]).to_numpy(float)
 
 
 def _one(family: str, control: str, ref: pd.DataFrame, ctl: pd.DataFrame, ep: Endpoint) -> dict | None:
-    pair = ref[["seed", ep.column]].merge(ctl[["seed", ep.column]], on="seed", suffixes=("_r", "_c"))
-    pair = pair.dropna().sort_values("seed")
+    pair = stage_pairs(pair_by_seed(ref, ctl), ep.column)[0]
     if pair.empty:  # e.g. a learned position table on windows longer than its table
         return None
     first, added, stopped, pending = _stages(pair, ep)
@@ -133,30 +137,26 @@ def decide_text(results: pd.DataFrame) -> pd.DataFrame:
             if (r := _one(family, control, ref, ctl, ep)) is not None]
     if not rows:
         return pd.DataFrame(columns=TEXT_DECISION_COLUMNS)
-    df = pd.DataFrame(rows)
-    df["level"] = df.groupby(["family", "metric"], sort=False).p.transform(
-        lambda p: pd.Series(stats.holm_levels(p), index=p.index))
-    finished = []
-    for r in df.to_dict("records"):
-        d = paired.decide_paired(r["_first"], r["_added"], unit=TEXT_UNIT, margin=TEXT_MARGIN,
-                                 level=r["level"], two_stage=r["primary"])
-        if r["_pending"]:  # the median so far, and no interval until the stage is complete
-            finished.append({"effect": d.estimate, "ci_low": np.nan, "ci_high": np.nan,
-                             "level": d.level, "verdict": "pending"})
-            continue
-        finished.append({"effect": d.estimate, "ci_low": d.low, "ci_high": d.high,
-                         "level": d.level, "verdict": VERDICT_WORDS.get(d.verdict, d.verdict)})
-    out = pd.concat([df.drop(columns="level"), pd.DataFrame(finished, index=df.index)], axis=1)
-    return out[TEXT_DECISION_COLUMNS]
+    return decide_families(rows, ["family", "metric"], _finish)[TEXT_DECISION_COLUMNS]
+
+
+def _finish(r: dict) -> dict:
+    """One row's interval and verdict at its Holm level (`level`: the level it used)."""
+    d = paired.decide_paired(r["_first"], r["_added"], unit=TEXT_UNIT, margin=TEXT_MARGIN,
+                             level=r["level"], two_stage=r["primary"])
+    if r["_pending"]:  # the median so far, and no interval until the stage is complete
+        return {"effect": d.estimate, "ci_low": np.nan, "ci_high": np.nan, "level": d.level,
+                "verdict": "pending"}
+    return {"effect": d.estimate, "ci_low": d.low, "ci_high": d.high, "level": d.level,
+            "verdict": VERDICT_WORDS.get(d.verdict, d.verdict)}
 
 
 def _registered_one(pair: pd.DataFrame, ep: Endpoint) -> dict:
     """One row under the registered rule: stage one's `sequential.continues` on whole
     `TEXT_UNIT`s; the added seeds only where that rule sends the row on and all are run."""
-    d = np.round((pair[f"{ep.column}_c"] - pair[f"{ep.column}_r"]).to_numpy(float) / TEXT_UNIT)
-    d = d.astype(np.int64)
-    first = d[pair.seed.isin(sequential.FIRST_SEEDS).to_numpy()]
-    added = d[pair.seed.isin(sequential.ADDED_SEEDS).to_numpy()]
+    d = _in_units(pair, ep.column)
+    _, first_pairs, added_pairs = stage_pairs(pair, ep.column)
+    first = _in_units(first_pairs, ep.column)
     span = int(np.abs(d).max()) + 1 if len(d) else 1
     out = {"_first": first, "_added": None, "_bounds": (-span, span), "_pending": False}
     if len(first) < len(sequential.FIRST_SEEDS):
@@ -166,10 +166,11 @@ def _registered_one(pair: pd.DataFrame, ep: Endpoint) -> dict:
         return out | {"stopped": "secondary: the first 10 seeds only", "p": sequential.p_value(first)}
     m = round(TEXT_MARGIN / TEXT_UNIT)
     go_on, why = sequential.continues(first, both_at_chance=False, margin=(-m, m))
-    if go_on and len(added) < len(sequential.ADDED_SEEDS):
-        return out | {"stopped": f"the registered rule adds seeds; {len(added)} of "
+    use, pending, _ = second_stage(go_on, added_pairs)
+    if pending:
+        return out | {"stopped": f"the registered rule adds seeds; {len(added_pairs)} of "
                                  f"{len(sequential.ADDED_SEEDS)} were run", "_pending": True, "p": 1.0}
-    out["_added"] = added if go_on else None
+    out["_added"] = _in_units(added_pairs, ep.column) if use else None
     return out | {"stopped": why, "p": sequential.p_value(first, out["_added"])}
 
 
@@ -182,31 +183,30 @@ def decide_text_registered(results: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for family, control, ref, ctl in text_comparisons(results):
         for ep in TEXT_QUESTIONS:
-            pair = ref[["seed", ep.column]].merge(ctl[["seed", ep.column]], on="seed", suffixes=("_r", "_c"))
-            pair = pair.dropna().sort_values("seed")
+            pair = stage_pairs(pair_by_seed(ref, ctl), ep.column)[0]
             if not pair.empty:
                 rows.append({"family": family, "comparison": control, "metric": ep.name,
                              "primary": ep.primary, "margin": TEXT_MARGIN} | _registered_one(pair, ep))
-    df = pd.DataFrame(rows)
-    df["level"] = df.groupby(["family", "metric"], sort=False).p.transform(
-        lambda p: pd.Series(stats.holm_levels(p), index=p.index))
-    return pd.DataFrame([_registered_verdict(r) for r in df.to_dict("records")])
+    out = decide_families(rows, ["family", "metric"], _registered_verdict)
+    return out[[c for c in out if not c.startswith("_") and c != "p_holm"]]
+
+
+def _in_units(pair: pd.DataFrame, column: str) -> np.ndarray:
+    """Control − reference on `column` in whole `TEXT_UNIT`s, seed by seed."""
+    return np.round(_differences(pair, column) / TEXT_UNIT).astype(np.int64)
 
 
 def _registered_verdict(r: dict) -> dict:
     first, added = r["_first"], r["_added"]
     used = first if added is None else np.concatenate([first, added])
-    keep = {k: v for k, v in r.items() if not k.startswith("_")} | {"n": len(used)}
     if r["_pending"]:
-        return keep | {"effect": float(np.mean(used)) * TEXT_UNIT, "ci_low": np.nan, "ci_high": np.nan,
-                       "verdict": "pending"}
+        return {"n": len(used), "effect": float(np.mean(used)) * TEXT_UNIT, "ci_low": np.nan,
+                "ci_high": np.nan, "verdict": "pending"}
     lo, hi = sequential.interval(first, added, r["level"], r["_bounds"])
     centre = sequential.estimate(first, added, r["_bounds"], (lo, hi))
-    m = TEXT_MARGIN / TEXT_UNIT
-    verdict = ("worse" if lo > 0 else "better" if hi < 0 else
-               "equivalent" if -m < lo and hi < m else "undecided")
-    return keep | {"effect": centre * TEXT_UNIT, "ci_low": lo * TEXT_UNIT, "ci_high": hi * TEXT_UNIT,
-                   "verdict": verdict}
+    verdict = paired.read_interval(lo, hi, TEXT_MARGIN / TEXT_UNIT)
+    return {"n": len(used), "effect": centre * TEXT_UNIT, "ci_low": lo * TEXT_UNIT, "ci_high": hi * TEXT_UNIT,
+            "verdict": VERDICT_WORDS.get(verdict, verdict)}
 
 
 def registered_and_corrected(results: pd.DataFrame) -> pd.DataFrame:
@@ -238,7 +238,7 @@ def text_differences(results: pd.DataFrame, metric: str = "loss_end") -> pd.Data
     for their spread."""
     out = []
     for family, control, ref, ctl in text_comparisons(results):
-        pair = ref[["seed", metric]].merge(ctl[["seed", metric]], on="seed", suffixes=("_r", "_c")).dropna()
+        pair = stage_pairs(pair_by_seed(ref, ctl), metric)[0]
         out.append(pd.DataFrame({"family": family, "comparison": control, "seed": pair.seed,
                                  "difference": pair[f"{metric}_c"] - pair[f"{metric}_r"]}))
     return pd.concat(out, ignore_index=True).sort_values(["family", "comparison", "seed"], kind="stable")

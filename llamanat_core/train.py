@@ -98,7 +98,7 @@ class FitResult:
 
     The committed run files name these two curves differently, and keep those names
     because the files are data: `test_curve` is stored under "curve" and `val_curve` under
-    "dense" (`study.cache.execute`; `results.csv` and `curves.csv` are built from them)."""
+    "dense" (`study.training.train_run`; `results.csv` and `curves.csv` are built from them)."""
     model: TinyLlama
     test_curve: list[dict] = field(default_factory=list)  # test scores: one row per checkpoint (+ stop)
     val_curve: list[dict] = field(default_factory=list)  # validation: one row per evaluation

@@ -8,10 +8,12 @@ from pathlib import Path
 from .comparisons import added_seed_arms, decide
 from .paths import STUDY_DIR
 from .sequential import ADDED_SEEDS
-from .study.cache import load_entry, run_path, study_weights_dir
-from .study.plan import MEASUREMENTS, SEEDS, Run, added_seed_plan, merge_plans, plan, unique_runs
-from .study.results import frame, text_frame
-from .study.text_plan import LR_SEEDS, TEXT_MEASUREMENTS, TEXT_SEEDS, TextRun, text_added_plan, text_plan
+from .study.committed import study_weights_dir
+from .study.plan import MEASUREMENTS, added_seed_plan, merge_plans, plan, unique_runs
+from .study.results import frame
+from .study.run import SEEDS, Run
+from .study.run_files import load_entry, run_path
+from .study.text_plan import LR_SEEDS, TEXT_MEASUREMENTS, TEXT_SEEDS, text_added_plan, text_plan
 from .text_comparisons import decide_text, text_added_arms
 from .train import Budget
 
@@ -37,7 +39,7 @@ def study_plan(cache_dir: Path = STUDY_DIR, budget: Budget = Budget(), compile: 
 
 def text_study_plan(cache_dir: Path = STUDY_DIR, only=TEXT_MEASUREMENTS, seeds=TEXT_SEEDS,
                     steps: int | None = None, lr_seeds=LR_SEEDS,
-                    train_added: bool = False) -> dict[str, list[TextRun]]:
+                    train_added: bool = False) -> dict[str, list[Run]]:
     """The text study under the same two stages: `text_plan`, plus seeds 10–39 of the
     arms the stage-1 rule leaves undecided, read from the first ten seeds once all are
     cached. As in `study_plan`, added runs count only once cached unless `train_added`, so
@@ -49,7 +51,7 @@ def text_study_plan(cache_dir: Path = STUDY_DIR, only=TEXT_MEASUREMENTS, seeds=T
     entries = {r.key: e for r in first["text"] if (e := load_entry(cache_dir, r, weights)) is not None}
     if len(entries) < len(first["text"]):
         return first  # the rule reads a complete first stage
-    arms = text_added_arms(decide_text(text_frame(first["text"], entries)))
+    arms = text_added_arms(decide_text(frame(first["text"], entries)))
     added = text_added_plan(arms, ADDED_SEEDS, steps)
     if not train_added:
         added = {m: [r for r in rs if run_path(cache_dir, r).exists()] for m, rs in added.items()}

@@ -91,7 +91,7 @@ def _dotted_references(text: str) -> list[str]:
 
 
 def _package_modules() -> set[str]:
-    """Dotted names of the package's modules and subpackages: `blocks`, `study`, `study.cache`."""
+    """Dotted names of the package's modules and subpackages: `blocks`, `study`, `study.run_files`."""
     names = set()
     for path in (ROOT / "llamanat_core").rglob("*.py"):
         parts = path.relative_to(ROOT / "llamanat_core").with_suffix("").parts
@@ -141,7 +141,7 @@ def test_the_code_page_walks_every_module_and_stays_a_map():
 
 def test_every_dotted_name_on_the_code_page_is_in_the_package():
     """A rename breaks the page, not the reader: `blocks.RMSNorm`, `Config.replace`,
-    `study.cache.store`, ... each name an object that exists."""
+    `study.run_files.store`, ... each name an object that exists."""
     references = _dotted_references(CODE_PAGE.read_text())
     assert len(references) >= 10  # the scan sees the page's references
     unresolved = [r for r in references if not _resolve(r)]
@@ -151,10 +151,10 @@ def test_every_dotted_name_on_the_code_page_is_in_the_package():
 def test_the_reference_resolver_can_fail():
     text = "See `blocks.repeat_kv`, `config.py`, `x + y` and\n```{literalinclude} x.py\n`a.b`\n```\n"
     assert _dotted_references(text) == ["blocks.repeat_kv"]
-    for good in ("blocks.RMSNorm.forward", "Config.replace", "Config.attention", "study.cache.store",
+    for good in ("blocks.RMSNorm.forward", "Config.replace", "Config.attention", "study.run_files.store",
                  "study.load_results", "llamanat_core.stats.holm", "TinyLlama.generate", "plotting.show"):
         assert _resolve(good), good
-    for bad in ("blocks.RMSNorm.backward", "Config.no_such_field", "RMSNorm.forwards", "study.cache.nope",
+    for bad in ("blocks.RMSNorm.backward", "Config.no_such_field", "RMSNorm.forwards", "study.run_files.nope",
                 "nosuchmodule.thing", "torch.compile", "F.scaled_dot_product_attention", "Path.exists"):
         assert not _resolve(bad), bad
 

@@ -69,7 +69,7 @@ def test_cached_vs_recomputed_reports_identical_and_catches_a_broken_cache(promp
 
 
 def test_load_reference_round_trip(tmp_path):
-    from llamanat_core.study.cache import kept_run, weights_bytes
+    from llamanat_core.study.weights import kept_run, weights_bytes
 
     assert kp.load_reference("recall", tmp_path) is None
     model = TinyLlama(variant_config("llama"), seed=5)

@@ -108,10 +108,10 @@ def test_a_killed_worker_is_retried_and_written_once(ray_instance, reference, tm
         import os
         from pathlib import Path
 
-        from llamanat_core.study.cache import execute
+        from llamanat_core.study.training import train_run
 
         Path(folder, f"{run.key}.{os.getpid()}").touch()  # this task runs in this worker
-        return execute(run)
+        return train_run(run)
 
     killed = []
 

@@ -22,13 +22,8 @@ from tiny_study import TINY, TINY_ARGS, read_all, tiny_runs
 from llamanat_core import study, two_stage
 from llamanat_core.study import Run, check_entry, plan, run_path, run_study, unique_runs
 from llamanat_core.study import verify as verify_module
-from llamanat_core.study.plan import (
-    STUDY_VERSION,
-    VERSION_FINGERPRINT,
-    fingerprint_run,
-    interleave_graphs,
-    record_key,
-)
+from llamanat_core.study.plan import fingerprint_run, interleave_graphs
+from llamanat_core.study.run import STUDY_VERSION, VERSION_FINGERPRINT, record_key
 from llamanat_core.train import Budget, batch_order, training_losses
 
 
@@ -308,7 +303,7 @@ def test_a_run_past_the_floor_gets_a_row_at_its_stop():
     budget = Budget(steps=40, min_steps=12, eval_every=4, n_train=64, n_val=16, n_test=16,
                     checkpoints=(6, 12))
     run = Run("addition", "llama", 0, budget=budget, compile=False)
-    entry, _ = study.execute(run)
+    entry, _ = study.train_run(run)
     assert entry["stop_step"] == 40 and entry["solve_step"] is None
     df = study.frame({"matrix": [run]}, {run.key: entry})
     assert list(df.step) == [6, 12, 40]
@@ -391,7 +386,7 @@ def test_verify_cli_names_what_differs(tmp_path, capsys):
     from llamanat_core.cli import main
 
     run = Run("addition", "llama", 0, budget=TINY, compile=False)
-    entry, weights = study.execute(run)
+    entry, weights = study.train_run(run)
     entry["losses"][5] += 1e-3  # what a changed trainer would have written
     study.store(run, entry, weights, tmp_path, tmp_path / "w")
     assert main(["verify", "--cache-dir", str(tmp_path)]) == 1
@@ -408,7 +403,7 @@ def test_verify_bad_input(tmp_path, capsys):
     assert main(["verify", "--cache-dir", str(tmp_path)]) == 2
     assert "no run files" in capsys.readouterr().err
     run = Run("addition", "llama", 0, budget=TINY, compile=False)
-    entry, weights = study.execute(run)
+    entry, weights = study.train_run(run)
     study.store(run, entry, weights, tmp_path, tmp_path / "w")
     assert main(["verify", "--cache-dir", str(tmp_path), "--runs", "0123456789abcdef"]) == 2
     assert "no committed run with key" in capsys.readouterr().err
@@ -540,19 +535,19 @@ def test_cli_study_list_and_bad_input(capsys):
     assert "non-negative" in capsys.readouterr().err
 
 
-def test_execute_trains_on_one_thread_and_restores_the_callers_count(monkeypatch):
-    """The tests run on one thread, which `execute` also uses: the caller here has three, so
+def test_train_run_trains_on_one_thread_and_restores_the_callers_count(monkeypatch):
+    """The tests run on one thread, which `train_run` also uses: the caller here has three, so
     a forgotten restore (or training on the caller's count) shows."""
-    seen, real_fit = [], study.cache.fit
+    seen, real_fit = [], study.training.fit
 
     def fit(*args, **kwargs):
         seen.append(torch.get_num_threads())
         return real_fit(*args, **kwargs)
 
-    monkeypatch.setattr(study.cache, "fit", fit)
+    monkeypatch.setattr(study.training, "fit", fit)
     torch.set_num_threads(3)
     try:
-        study.execute(Run("addition", "mqa", 0, budget=TINY, compile=False))
+        study.train_run(Run("addition", "mqa", 0, budget=TINY, compile=False))
         assert torch.get_num_threads() == 3 and seen == [1]
     finally:
         torch.set_num_threads(1)

@@ -18,8 +18,8 @@ from debian import build_deb, machine
 from llamanat_core import TinyLlama, corpus, rdata, text
 from llamanat_core.config import variant_config
 from llamanat_core.paths import ROOT
-from llamanat_core.study import check_entry
-from llamanat_core.study.text_plan import TEXT_THETAS, TextRun, text_arms, text_plan
+from llamanat_core.study import Run, check_entry
+from llamanat_core.study.text_plan import TEXT_THETAS, text_arms, text_plan
 from llamanat_core.text_train import TEXT_ENDPOINTS, TextBudget, fit_text, held_out_loss, text_budget_dict
 
 ENSURE_CORPUS = ROOT / "tools" / "ensure_corpus.sh"
@@ -244,17 +244,17 @@ def test_the_text_plan_pairs_every_arm_by_seed():
 
 
 def test_a_run_key_changes_with_what_changes_its_numbers():
-    base = TextRun("llama", 0)
-    assert base.key != TextRun("llama", 0, lr_scale=2.0, budget=TextBudget.for_steps(None, 2.0)).key
-    assert base.key != TextRun("llama", 1).key and base.key == TextRun("llama", 0).key
+    base = Run("text", "llama", 0)
+    assert base.key != Run("text", "llama", 0, lr_scale=2.0, budget=TextBudget.for_steps(None, 2.0)).key
+    assert base.key != Run("text", "llama", 1).key and base.key == Run("text", "llama", 0).key
     with pytest.raises(ValueError, match="TextBudget.for_steps"):
-        TextRun("llama", 0, lr_scale=2.0)  # a rate scale whose budget disagrees
+        Run("text", "llama", 0, lr_scale=2.0)  # a rate scale whose budget disagrees
 
 
 def test_an_incomplete_text_run_file_is_not_used(tmp_path):
     import json
 
-    run = TextRun("llama", 0, budget=TextBudget.for_steps(4))
+    run = Run("text", "llama", 0, budget=TextBudget.for_steps(4))
     entry = {"record": run.record(), "dense": [{"step": 4}], "losses": [1.0] * 4, "params": 1,
              "endpoints": dict.fromkeys(TEXT_ENDPOINTS, 1.0)}
     path = tmp_path / f"{run.key}.json"

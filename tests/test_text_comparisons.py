@@ -92,7 +92,7 @@ def test_the_learning_rate_table_finds_each_arms_best_rate():
 
 def test_the_text_study_plan_adds_seeds_only_to_undecided_rows_and_only_when_asked(tmp_path, monkeypatch):
     from llamanat_core import two_stage
-    from llamanat_core.study.cache import run_path
+    from llamanat_core.study.run_files import run_path
     from llamanat_core.study.text_plan import text_plan
 
     losses = {(r.variant, r.rope_theta, r.seed): r.loss_end for r in _study().itertuples()}

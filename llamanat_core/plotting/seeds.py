@@ -13,7 +13,7 @@ import numpy as np
 from ..config import REGIMES
 from ..report import METRIC_NAMES, chance_label
 from ..stats import chance_floor
-from ..study.plan import EXTRAPOLATE
+from ..study import EXTRAPOLATE
 from ..tasks import TRAIN_PAIRS
 from .style import BLUE, CHANCE_COLOR, PALETTE, TASK_COLORS, VARIANT_COLORS, variant_color
 

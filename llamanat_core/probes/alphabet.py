@@ -6,7 +6,7 @@ import pandas as pd
 import torch
 
 from ..mechanism import recall_attention
-from ..study import load_model
+from ..study import EXTRAPOLATE, load_model
 from ..study.checkpoints import (  # noqa: F401  (the chapter reads them from here)
     CHECKPOINT,
     CHECKPOINT_VARIANTS,
@@ -15,7 +15,6 @@ from ..study.checkpoints import (  # noqa: F401  (the chapter reads them from he
     checkpoint_path,
     checkpoint_run,
 )
-from ..study.plan import EXTRAPOLATE
 from ..tasks import ANSWER0, TRAIN_PAIRS, VALUE0, Recall
 from ..train import Budget, TaskSpec, run_splits
 

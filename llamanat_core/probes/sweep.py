@@ -15,7 +15,7 @@ import torch
 from ..config import variant_config
 from ..model import TinyLlama
 from ..positional import inverse_frequencies, slowest_period
-from ..study.plan import EXTRAPOLATE
+from ..study import EXTRAPOLATE
 from ..tasks import TRAIN_PAIRS, VALUE0, Recall
 
 HEAD_DIM = 16

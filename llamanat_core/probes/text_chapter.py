@@ -9,8 +9,8 @@ import pandas as pd
 import torch
 
 from ..corpus import NOVELS, TITLES, read_novel
-from ..study.cache import load_weights
-from ..study.text_plan import TextRun
+from ..study.run import Run
+from ..study.weights import load_weights
 from ..text import HELD_OUT, TRAIN_NOVELS, Corpus, split_held_out
 
 
@@ -55,7 +55,7 @@ def held_out_above_from(curves: pd.DataFrame) -> int | None:
 
 def reference_text_model(variant: str = "llama"):
     """The study's seed-0 text model of `variant` (weights kept for `llama` and `abs_pos`)."""
-    run = TextRun(variant, 0)
+    run = Run("text", variant, 0)
     model = load_weights(run)
     if model is None:
         raise FileNotFoundError(f"no kept weights for {run.label}; run `llamanat study --only text`")

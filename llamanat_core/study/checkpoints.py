@@ -19,8 +19,9 @@ from pathlib import Path
 from ..paths import ALPHABET_WEIGHTS_DIR, STUDY_DIR
 from ..train import setup
 from ..util import atomic_write_bytes, torch_threads
-from .cache import run_path, weights_bytes
-from .plan import SEEDS, Run
+from .run import SEEDS, Run
+from .run_files import run_path
+from .weights import weights_bytes
 
 CHECKPOINT = 1_200  # the study's fixed checkpoint, where the accuracy verdicts are taken
 CHECKPOINT_VARIANTS = ("llama", "untied")  # tied and untied head, both formulations

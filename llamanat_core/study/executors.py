@@ -26,8 +26,8 @@ from pathlib import Path
 import torch
 
 from ..paths import PACKAGE_DIR
-from .cache import execute
-from .plan import Run
+from .run import Run
+from .training import train_run
 
 Result = tuple[Run, dict, "bytes | None"]
 
@@ -109,13 +109,13 @@ def local(todo: list[Run], workers: int = 1) -> Iterator[Result]:
     (a signal, an error storing a result), the pool's processes are ended at once."""
     if workers == 1:
         for run in todo:
-            entry, weights = execute(run)
+            entry, weights = train_run(run)
             yield run, entry, weights
         return
     pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_worker_init,
                                initargs=(os.getpid(),))
     try:
-        futures = {pool.submit(execute, run): run for run in todo}
+        futures = {pool.submit(train_run, run): run for run in todo}
         for fut in as_completed(futures):
             entry, weights = fut.result()
             yield futures[fut], entry, weights
@@ -251,14 +251,14 @@ def _call(task: Callable[[Run], tuple[dict, bytes | None]], run: Run):
 def ray_executor(todo: list[Run], workers: int = 1, address: str | None = None,
                  temp_dir: str | Path | None = None, max_retries: int = MAX_RETRIES,
                  ship_code: bool = True, timeout: float = CONNECT_TIMEOUT,
-                 task: Callable[[Run], tuple[dict, bytes | None]] = execute) -> Iterator[Result]:
-    """Each run a Ray task of one CPU (`execute` sets one torch thread), retried up to
+                 task: Callable[[Run], tuple[dict, bytes | None]] = train_run) -> Iterator[Result]:
+    """Each run a Ray task of one CPU (`train_run` sets one torch thread), retried up to
     `max_retries` times if its worker process dies; results come back to this process.
 
     Without `address` it starts a local instance of `workers` CPUs (`start_local`) and
     shuts it down at the end; with one it joins that cluster (`workers` is then the
     cluster's business). If this process is already connected to Ray it uses that
-    connection and leaves it open. `ship_code`: see `connect`. `task` replaces `execute`
+    connection and leaves it open. `ship_code`: see `connect`. `task` replaces `train_run`
     (tests wrap it)."""
     ray = import_ray()
     if address is not None:

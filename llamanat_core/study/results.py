@@ -19,16 +19,12 @@ from ..config import REGIMES, VARIANTS
 from ..paths import QUICK_DIR, STUDY_DIR, fresh_runs_dir
 from ..train import Budget
 from ..util import atomic_write_text, remove_partial_writes
-from .cache import (
-    is_committed,
-    load_entry,
-    store,
-    study_compile,
-    study_weights_dir,
-)
+from .committed import is_committed, study_compile, study_weights_dir
 from .executors import EXECUTORS, Stopped, stop_on_signals
 from .lock import cache_lock
-from .plan import MEASUREMENTS, SEEDS, Run, check_seeds, interleave_graphs, plan, unique_runs
+from .plan import MEASUREMENTS, interleave_graphs, plan, unique_runs
+from .run import SEEDS, Run, check_seeds
+from .run_files import load_entry, store
 from .text_plan import TEXT_SEEDS, text_plan
 
 
@@ -138,18 +134,49 @@ def _train(todo: list[Run], entries: dict[str, dict], cache_dir: Path, weights_d
 
 # ---------------------------------------------------------------- results as pandas
 
-def _run_columns(r: Run, e: dict) -> dict:
-    cfg = r.config
-    solve = e["solve_step"]
-    return {"run": r.key, "task": r.task, "variant": r.variant, "regime": r.regime,
-            "seed": r.seed, "answer": r.spec.answer, "rope_theta": cfg.rope_theta,
-            "tie_embeddings": cfg.tie_embeddings, "params": e["params"],
-            "steps": r.budget.steps, "min_steps": r.budget.min_steps,
-            "solve_step": float("nan") if solve is None else float(solve),
-            "censored": solve is None, "stop_step": e["stop_step"]}
-
-
+# The identity columns of a run's rows, by kind of run, in the order the frames hold them.
+# A text frame gets a `size` column (after `lr_scale`) only when one of its runs is not S.
+RESULT_COLUMNS = {
+    "puzzle": ("run", "task", "variant", "regime", "seed", "answer", "rope_theta", "tie_embeddings",
+               "params", "steps", "min_steps", "solve_step", "censored", "stop_step"),
+    "text": ("run", "variant", "seed", "rope_theta", "lr_scale", "params", "steps"),
+}
+CURVE_COLUMNS = {"puzzle": RESULT_COLUMNS["puzzle"],
+                 "text": ("run", "variant", "seed", "rope_theta", "lr_scale")}
+_VALUES = {
+    "run": lambda r, e: r.key, "task": lambda r, e: r.task, "variant": lambda r, e: r.variant,
+    "regime": lambda r, e: r.regime, "seed": lambda r, e: r.seed, "answer": lambda r, e: r.spec.answer,
+    "rope_theta": lambda r, e: r.config.rope_theta, "tie_embeddings": lambda r, e: r.config.tie_embeddings,
+    "lr_scale": lambda r, e: r.lr_scale, "size": lambda r, e: r.size, "params": lambda r, e: e["params"],
+    "steps": lambda r, e: r.budget.steps, "min_steps": lambda r, e: r.budget.min_steps,
+    "solve_step": lambda r, e: float("nan") if e["solve_step"] is None else float(e["solve_step"]),
+    "censored": lambda r, e: e["solve_step"] is None, "stop_step": lambda r, e: e["stop_step"],
+}
+LONGER_TEST = ("test_acc_8", "test_acc_12")
 LONGER_VAL = ("val_acc_8", "val_acc_12")
+
+
+def _kind(run: Run) -> str:
+    return "text" if run.task == "text" else "puzzle"
+
+
+def _identity(r: Run, e: dict, table: dict, sized: bool) -> dict:
+    names = table[_kind(r)]
+    if sized and r.task == "text":
+        names = names[:names.index("lr_scale") + 1] + ("size",) + names[names.index("lr_scale") + 1:]
+    return {name: _VALUES[name](r, e) for name in names}
+
+
+def _points(r: Run, e: dict) -> list[dict]:
+    """A run's own columns of the results frame: one row per test checkpoint of a puzzle
+    run; one row of a text run, its endpoints in nats per character (NaN where a learned
+    position table cannot read the window)."""
+    if r.task == "text":
+        return [{**{k: float("nan") if v is None else v for k, v in e["endpoints"].items()},
+                 "seconds": e["seconds"]}]
+    stop, final_loss = e["stop_step"], e["final_loss"]
+    return [{**point, "final": point["step"] == r.budget.min_steps, "at_stop": point["step"] == stop,
+             "final_loss": final_loss} for point in e["curve"]]
 
 
 def with_columns(df, columns):
@@ -161,65 +188,42 @@ def with_columns(df, columns):
     return df
 
 
-def frame(p: dict[str, list[Run]], entries: dict[str, dict]):
-    """Tidy frame: one row per (measurement, run, test checkpoint)."""
+def _tidy(runs_by: dict, entries: dict[str, dict], table: dict, points, longer) -> pd.DataFrame:
+    """The rows of every run with an entry, its identity columns (`table`) then `points`;
+    `measurement` first when runs come by measurement. Columns one kind of run lacks are
+    NaN in its rows; a frame with a puzzle run has the longer-recall columns `longer`."""
+    runs = [r for rs in runs_by.values() for r in rs]
+    sized = any(r.task == "text" and r.size != "S" for r in runs)
     rows = []
-    for measurement, runs in p.items():
-        for r in runs:
-            e = entries.get(r.key)
-            if e is None:
-                continue
-            base = {"measurement": measurement, **_run_columns(r, e)}
-            for point in e["curve"]:
-                rows.append({**base, **point, "final": point["step"] == r.budget.min_steps,
-                             "at_stop": point["step"] == e["stop_step"],
-                             "final_loss": e["final_loss"]})
-    df = with_columns(pd.DataFrame(rows), ("test_acc_8", "test_acc_12"))
-    return df
+    for measurement, rs in runs_by.items():
+        head = {} if measurement is None else {"measurement": measurement}
+        for r in rs:
+            if (e := entries.get(r.key)) is not None:
+                base = {**head, **_identity(r, e, table, sized)}
+                rows += [{**base, **point} for point in points(r, e)]
+    df = pd.DataFrame(rows)
+    return with_columns(df, longer) if any(r.task != "text" for r in runs) else df
 
 
-def curves_frame(runs: list[Run], entries: dict[str, dict]):
-    """Tidy frame of the dense curves: one row per (run, evaluation)."""
-    rows = []
-    for r in runs:
-        e = entries.get(r.key)
-        if e is None:
-            continue
-        base = _run_columns(r, e)
-        rows += [{**base, **point} for point in e["dense"]]
-    df = with_columns(pd.DataFrame(rows), LONGER_VAL)
-    return df
+def frame(p: dict[str, list[Run]] | list[Run], entries: dict[str, dict]) -> pd.DataFrame:
+    """The results as a tidy frame, for runs of any task: one row per (measurement, run,
+    test checkpoint) of a puzzle run, one row per (measurement, run) of a text run. `p`
+    is a plan (measurement -> runs; a `measurement` column) or a list of runs (none)."""
+    runs_by = p if isinstance(p, dict) else {None: list(p)}
+    return _tidy(runs_by, entries, RESULT_COLUMNS, _points, LONGER_TEST)
 
 
-def text_frame(runs, entries: dict[str, dict]):
-    """The text study: one row per run, its endpoints in nats per character (NaN where a
-    learned position table cannot read the window)."""
-    rows = []
-    for r in runs:
-        e = entries.get(r.key)
-        if e is not None:
-            rows.append({"run": r.key, "variant": r.variant, "seed": r.seed,
-                         "rope_theta": r.config.rope_theta, "lr_scale": r.lr_scale,
-                         "params": e["params"], "steps": r.budget.steps,
-                         **{k: float("nan") if v is None else v for k, v in e["endpoints"].items()},
-                         "seconds": e["seconds"]})
-    return pd.DataFrame(rows)
-
-
-def text_curves_frame(runs, entries: dict[str, dict]):
-    """The text runs' validation curves: one row per (run, evaluation)."""
-    rows = [{"run": r.key, "variant": r.variant, "seed": r.seed, "rope_theta": r.config.rope_theta,
-             "lr_scale": r.lr_scale, **point}
-            for r in runs if (e := entries.get(r.key)) is not None for point in e["dense"]]
-    return pd.DataFrame(rows)
+def curves_frame(runs: list[Run], entries: dict[str, dict]) -> pd.DataFrame:
+    """The dense validation curves of runs of any task: one row per (run, evaluation)."""
+    return _tidy({None: list(runs)}, entries, CURVE_COLUMNS, lambda r, e: e["dense"], LONGER_VAL)
 
 
 def write_text_summary(p: dict[str, list], entries: dict[str, dict], cache_dir: Path = STUDY_DIR):
     """text_results.csv and text_curves.csv from the cached text runs of plan `p`."""
     runs = unique_runs(p)
-    df = text_frame(runs, entries)
+    df = frame(runs, entries)
     _write_if_changed(Path(cache_dir) / TEXT_RESULTS, df.to_csv(index=False, float_format="%.10g"))
-    curves = text_curves_frame(runs, entries)
+    curves = curves_frame(runs, entries)
     _write_if_changed(Path(cache_dir) / TEXT_CURVES, curves.to_csv(index=False, float_format="%.6g"))
     return df
 
@@ -228,7 +232,7 @@ TEXT_RESULTS, TEXT_CURVES = "text_results.csv", "text_curves.csv"
 
 
 def load_text_results(cache_dir: Path = STUDY_DIR):
-    """The text study as a frame: one row per run (`text_frame`)."""
+    """The text study as a frame: one row per run (`frame`)."""
     return _read(Path(cache_dir) / TEXT_RESULTS)
 
 
@@ -360,15 +364,11 @@ def chapter_text_results(fresh: bool = False, seeds=None, steps: int | None = No
         where = fresh_runs_dir() if fresh_dir is None else Path(fresh_dir)
         todo = [r for r in p["text"] if variants is None or r.variant in variants]
         entries = run_study(todo, where, workers=workers, weights_dir=where / "weights")
-        runs, curves = text_frame(todo, entries), text_curves_frame(todo, entries)
+        runs, curves = frame(todo, entries), curves_frame(todo, entries)
     if variants is not None:
         runs = runs[runs.variant.isin(list(variants))]
     curves = curves[curves.run.isin(set(runs.run))]
     return runs.reset_index(drop=True), curves.reset_index(drop=True)
-
-
-_RUN_COLUMNS = ("run", "task", "variant", "regime", "seed", "answer", "rope_theta", "tie_embeddings",
-                "params", "steps", "min_steps", "solve_step", "censored", "stop_step")
 
 
 def chapter_curves(results, fresh: bool = False, fresh_dir: Path | None = None):
@@ -388,7 +388,7 @@ def chapter_curves(results, fresh: bool = False, fresh_dir: Path | None = None):
         if not path.exists():
             raise FileNotFoundError(f"no run file {path}: train the runs with chapter_results("
                                     f"..., fresh=True) first")
-        base = {"run": key, **{c: ident.at[key, c] for c in _RUN_COLUMNS[1:]}}
+        base = {"run": key, **{c: ident.at[key, c] for c in CURVE_COLUMNS["puzzle"][1:]}}
         rows += [{**base, **point} for point in json.loads(path.read_text())["dense"]]
-    df = with_columns(pd.DataFrame(rows, columns=None if rows else list(_RUN_COLUMNS)), LONGER_VAL)
+    df = with_columns(pd.DataFrame(rows, columns=None if rows else list(CURVE_COLUMNS["puzzle"])), LONGER_VAL)
     return df

@@ -14,12 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import variant_config
-from ..text import VOCAB_SIZE
-from ..text_train import TextBudget, text_training_losses
-from ..train import Budget, TaskSpec, training_losses
+from ..paths import STUDY_DIR
+from ..text_train import text_training_losses
+from ..train import training_losses
 from ..util import torch_threads
-from .cache import STUDY_DIR, committed_entries
+from .run import run_from_record
+from .run_files import committed_entries
 
 VERIFY_STEPS = 50
 # Between the ~2.4e-6 that rounding reaches and the ~4.4e-4 of the smallest real change.
@@ -67,22 +67,11 @@ def sample_keys(entries: dict[str, dict], n: int) -> list[str]:
 
 def refit_losses(record: dict, steps: int = VERIFY_STEPS) -> list[float]:
     """The first `steps` losses of the run a record describes, re-fitted with the plain loop."""
-    if record["task"] == "text":
-        return _refit_text(record, steps)
-    cfg = variant_config(record["variant"], **dict(map(tuple, record["overrides"])))
-    b = dict(record["budget"])
-    b["checkpoints"] = tuple(b["checkpoints"])
-    spec = TaskSpec(record["task"], 4, record["answer"], tuple(record["extrapolate"]))
+    run = run_from_record(record, strict=False)
     with torch_threads(1):
-        return training_losses(cfg, spec, record["seed"], Budget(**b), steps, fast=False)
-
-
-def _refit_text(record: dict, steps: int) -> list[float]:
-    cfg = variant_config(record["variant"], vocab_size=VOCAB_SIZE, **dict(map(tuple, record["overrides"])))
-    b = dict(record["budget"])
-    b["longer"] = tuple(b["longer"])
-    with torch_threads(1):
-        return text_training_losses(cfg, record["seed"], TextBudget(**b), steps)
+        if run.task == "text":
+            return text_training_losses(run.config, run.seed, run.budget, steps)
+        return training_losses(run.config, run.spec, run.seed, run.budget, steps, fast=False)
 
 
 def check(entry: dict, steps: int = VERIFY_STEPS) -> Check:
