@@ -72,7 +72,6 @@ def _add_cache(sub) -> None:
 
 
 def _add_fit(sub) -> None:
-
     p = sub.add_parser("fit", help="train one model under the budget and print its curve",
                        description="Train one variant on one task under the study's budget and print "
                                    "the test checkpoints (1,200 steps at least, then until solved "

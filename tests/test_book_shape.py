@@ -24,17 +24,6 @@ EXERCISE = re.compile(r"^### Exercise (\d+) \((predict|change|derive|extend|expl
 APPARATUS = ("decision_table(", "solve_curves_figure(", "seed_strip_figure(", "seed_table(")
 APPARATUS_HOME = {"results", "methods"}
 
-NOT_YET: set[str] = set()
-"""Chapters still being brought to the shape: each is expected to fail (strictly, so a
-chapter that reaches the shape must leave this set)."""
-
-
-def _param(path: Path):
-    later = pytest.mark.xfail(strict=True, reason="not yet in the book's shape")
-    marks = [later] if path.stem in NOT_YET else []
-    return pytest.param(path, marks=marks, id=path.stem)
-
-
 def exercise_problems(nb) -> list[str]:
     """What is wrong with a chapter's exercises, as sentences (empty when right)."""
     cells = nb.cells
@@ -67,7 +56,7 @@ def exercise_problems(nb) -> list[str]:
     return problems
 
 
-@pytest.mark.parametrize("path", [_param(p) for p in SOURCES])
+@pytest.mark.parametrize("path", SOURCES, ids=[p.stem for p in SOURCES])
 def test_chapter_has_the_books_shape(path):
     text = path.read_text()
     nb = jupytext.reads(text, fmt="md:myst")

@@ -6,26 +6,17 @@ separators (102,528).
 
 The scans read the executed chapters in artifacts/, bound the width of their tables, and
 require every exercise's worked solution to show its answer.
-A chapter another change is still rewriting can be listed in NOT_YET (TOO_WIDE_YET) and
-is then expected to fail, strictly: one that comes clean must leave the set.
 """
 from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
 from llamanat_core.paths import ROOT
 
 ARTIFACTS = sorted((ROOT / "artifacts").glob("*.ipynb"))
-
-NOT_YET: set[str] = set()
-"""Chapters executed before a rewrite that still print reprs (none now)."""
-TOO_WIDE_YET: set[str] = set()
-"""Chapters whose tables are still wider than the page (none now: the decision tables print
-in two halves, `decision_tables.OUTCOME` and `TEST`)."""
 
 REPRS = {
     "a numpy scalar's repr": re.compile(r"\bnp\.(?:float|int|uint|bool|str)\w*\("),
@@ -86,12 +77,10 @@ def output_problems(nb: dict) -> list[str]:
     return problems
 
 
-def _param(path: Path, not_yet: set[str] = NOT_YET):
-    later = pytest.mark.xfail(strict=True, reason="executed before its rewrite")
-    return pytest.param(path, marks=[later] if path.stem in not_yet else [], id=path.stem)
+CHAPTER_IDS = [p.stem for p in ARTIFACTS]
 
 
-@pytest.mark.parametrize("path", [_param(p) for p in ARTIFACTS])
+@pytest.mark.parametrize("path", ARTIFACTS, ids=CHAPTER_IDS)
 def test_chapters_print_what_a_reader_would(path):
     problems = output_problems(json.loads(path.read_text()))
     assert not problems, f"{path.stem}: " + "; ".join(problems[:12])
@@ -148,7 +137,7 @@ def test_the_scan_reads_glued_values_with_the_same_number_rule():
                                                  "cell 0: no thousands separator: '102528'"]
 
 
-@pytest.mark.parametrize("path", ARTIFACTS, ids=[p.stem for p in ARTIFACTS])
+@pytest.mark.parametrize("path", ARTIFACTS, ids=CHAPTER_IDS)
 def test_chapters_print_no_warnings(path):
     """A warning in a committed chapter is a reader-visible defect, and its text holds
     machine paths that differ between checkouts (nbval would fail on another clone)."""
@@ -190,7 +179,7 @@ def wide_tables(nb: dict) -> list[str]:
             if table_width(text) > MAX_TABLE_WIDTH]
 
 
-@pytest.mark.parametrize("path", [_param(p, TOO_WIDE_YET) for p in ARTIFACTS])
+@pytest.mark.parametrize("path", ARTIFACTS, ids=CHAPTER_IDS)
 def test_chapter_tables_fit_the_text_column(path):
     assert wide_tables(json.loads(path.read_text())) == []
 
@@ -226,7 +215,7 @@ def silent_solutions(nb: dict) -> list[str]:
     return silent
 
 
-@pytest.mark.parametrize("path", [_param(p, set()) for p in ARTIFACTS])
+@pytest.mark.parametrize("path", ARTIFACTS, ids=CHAPTER_IDS)
 def test_every_exercise_solution_shows_its_answer(path):
     assert silent_solutions(json.loads(path.read_text())) == []
 

@@ -40,8 +40,6 @@ def test_projection_table_counts():
     assert gqa.head_map_table().loc["GQA"].tolist() == [0, 0, 1, 1]
 
 
-
-
 def test_head_map_figure_draws_one_line_per_read_from_each_query_head_to_its_kv_head():
     import matplotlib.pyplot as plt
 
