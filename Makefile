@@ -28,8 +28,8 @@ $(STAMP): requirements.txt pyproject.toml tools/make_venv.sh
 venv: $(STAMP)
 
 # The text task's corpus: Jane Austen's six novels from Debian's r-cran-janeaustenr,
-# unpacked into .corpus/ (never committed) and checked against the hashes in
-# llamanat_core/corpus.py. Not root and apt cannot fetch: it stops with the command to run.
+# unpacked into .corpus/ (never committed; the package is kept beside the novels, for the
+# test that reads its R database) and checked against the hashes in llamanat_core/corpus.py. Not root and apt cannot fetch: it stops with the command to run.
 corpus: venv
 	@tools/ensure_corpus.sh $(BIN)/python
 
