@@ -1,6 +1,6 @@
 """Per chapter: source lines, words of prose, figures, exercises, and package objects shown
-in view (`literalinclude` with `:pyobject:`, or `inspect.getsource`), as the book-shape test
-counts them. `python benchmarks/book_shape.py` prints one row per chapter and the totals."""
+in view (`literalinclude` with `:pyobject:`, or `inspect.getsource`), words as `make
+lint-book` counts them. `python benchmarks/book_shape.py` prints one row per chapter and the totals."""
 from __future__ import annotations
 
 import re
@@ -13,7 +13,9 @@ import nbformat
 from llamanat_core.paths import ROOT
 
 sys.path.insert(0, str(ROOT / "tests"))
-from test_book_shape import EXERCISE, prose_words  # noqa: E402  (one definition of a word)
+sys.path.insert(0, str(ROOT / "tools"))
+from lint_book import prose_words  # noqa: E402  (one definition of a word: make lint-book's)
+from test_book_shape import EXERCISE  # noqa: E402
 
 
 def figures(notebook: Path) -> int:

@@ -43,11 +43,12 @@ import scipy.stats
 
 from llamanat_core import paired, sequential, stats
 from llamanat_core.study import STUDY_DIR
+from llamanat_core.train import Budget
 from llamanat_core.util import atomic_write_text
 
 OUT = STUDY_DIR / "design_simulation.json"
 
-CAP, EVERY = 4800, 100
+CAP, EVERY = Budget().steps, Budget().eval_every  # the study's cap and evaluation interval
 RHO = 0.3  # within-seed correlation, about the study's median
 UNIT = 0.01  # speed differences in hundredths of a log ratio, as the study
 CONTROLS = 7

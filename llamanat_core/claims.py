@@ -29,15 +29,14 @@ def set_committed_run(committed: bool) -> None:
     _COMMITTED_RUN[0] = bool(committed)
 
 
-def claim(premise, sentence: str, strict: bool = True) -> None:
+def claim(premise, sentence: str) -> None:
     """Assert the premise of one sentence of the text.
 
     `premise` is a bool computed from the data; `sentence` is the sentence (or its gist)
-    as the reader sees it. False raises `ClaimError` quoting the sentence; with
-    `strict=False` (a reader's own re-run, where the committed text need not hold), or in
-    a chapter executed on other data than the committed study's every seed (see
-    `set_committed_run`), it warns instead, so the reader sees which sentences their run
-    does not support.
+    as the reader sees it. False raises `ClaimError` quoting the sentence; in a chapter
+    executed on other data than the committed study's every seed (a reader's own re-run,
+    where the committed text need not hold: see `set_committed_run`), it warns instead,
+    so the reader sees which sentences their run does not support.
     """
     if isinstance(premise, (np.bool_, bool)):
         ok = bool(premise)
@@ -47,7 +46,7 @@ def claim(premise, sentence: str, strict: bool = True) -> None:
     if ok:
         return
     message = f"the text says {sentence!r}, but the data no longer support it"
-    if strict and _COMMITTED_RUN[0]:
+    if _COMMITTED_RUN[0]:
         raise ClaimError(message)
     # a fixed location: the warning text in an executed notebook must not carry the
     # kernel's temporary file name (it changes every execution)

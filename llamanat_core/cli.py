@@ -72,7 +72,6 @@ def _add_cache(sub) -> None:
 
 
 def _add_fit(sub) -> None:
-
     p = sub.add_parser("fit", help="train one model under the budget and print its curve",
                        description="Train one variant on one task under the study's budget and print "
                                    "the test checkpoints (1,200 steps at least, then until solved "
@@ -84,7 +83,8 @@ def _add_fit(sub) -> None:
     p.add_argument("--steps", type=_positive, default=None, help="the cap of training steps (4800)")
     p.add_argument("--regime", choices=REGIMES, default="finite",
                    help="finite: 4,000 training items reused; fresh: every batch new items")
-    p.add_argument("--pairs", type=_positive, default=4, help="recall pairs at training (4)")
+    p.add_argument("--pairs", type=_positive, default=None,
+                   help="recall pairs at training (the study's training length)")
     p.add_argument("--answer", choices=("name", "copy"), default="name", help="recall answer formulation")
     p.add_argument("--rope-theta", type=float, default=None, help="override the RoPE base")
     p.add_argument("--lr-scale", type=float, default=1.0,

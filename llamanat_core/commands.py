@@ -15,6 +15,7 @@ from .model import TinyLlama
 from .paths import ARTIFACTS_DIR, FRESH_CHAPTERS_DIR, KV_TEXT_TIMING_PATH, KV_TIMING_PATH, ROOT
 from .probes.kv_cache_chapter import arithmetic_table, human_bytes, measure_text_timing, measure_timing
 from .study import (
+    EXTRAPOLATE,
     MEASUREMENTS,
     SEEDS,
     STUDY_DIR,
@@ -30,6 +31,7 @@ from .study.kv_timing import TEXT_TIMING_FIELDS, ensure_timing
 from .study.text_plan import LR_SEEDS, TEXT_MEASUREMENTS
 from .study.text_recipe import run_tuned, stored_in, tuned_plan
 from .study.verify import TOLERANCE, VERIFY_STEPS, describe, verify
+from .tasks import TRAIN_PAIRS
 from .text import VOCAB_SIZE, load_corpus
 from .text_train import TEXT_ENDPOINTS, TextBudget, fit_text
 from .train import Budget, TaskSpec, fit
@@ -75,7 +77,8 @@ def cmd_fit(args) -> int:
         return _fit_text(args, overrides)
     cfg = variant_config(args.variant, **overrides)
     budget = Budget.for_steps(args.steps, args.regime)
-    spec = TaskSpec(args.task, args.pairs, args.answer, (8, 12) if args.task == "recall" else ())
+    pairs = TRAIN_PAIRS if args.pairs is None else args.pairs
+    spec = TaskSpec(args.task, pairs, args.answer, EXTRAPOLATE if args.task == "recall" else ())
     bar = tqdm(total=budget.steps, unit="step", file=sys.stderr, dynamic_ncols=True)
 
     def progress(step, loss):

@@ -3,8 +3,9 @@
 They come from Debian's `r-cran-janeaustenr` (1.0.0-1): `tools/ensure_corpus.sh` fetches
 the package, and `write_corpus` reads the six novels out of its R data files
 (`rdata.read_lazyload`) into one text file each, checked against the SHA-256 recorded
-here. The text is never committed. This module needs no torch, so `make corpus` checks
-the files in a moment: `python -m llamanat_core.corpus check | unpack STEM`.
+here, and keeps the package beside them (`package_deb`: the tests read the real database
+from it). The text is never committed. This module needs no torch, so `make corpus`
+checks the files in a moment: `python -m llamanat_core.corpus check | unpack STEM [DEB]`.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from .paths import corpus_dir
 from .rdata import read_lazyload
-from .util import atomic_write_text
+from .util import atomic_write_bytes, atomic_write_text
 
 # In order of publication; the R package's variable names.
 NOVELS = ("sensesensibility", "prideprejudice", "mansfieldpark", "emma", "northangerabbey",
@@ -32,6 +33,9 @@ SHA256 = {
     "persuasion": "726513a6c18bb678427bcbcf7c72d0d20816a67c25b0471b26ddcabf3ebac140",
 }
 FETCH = "make corpus"  # the one command that fetches and unpacks the text
+PACKAGE, VERSION = "r-cran-janeaustenr", "1.0.0-1"
+RDATA = "usr/lib/R/site-library/janeaustenr/data/Rdata"
+"""The lazy-load database's stem inside the package's files."""
 
 
 class CorpusError(ValueError):
@@ -57,9 +61,17 @@ def read_novel(name: str, folder: Path | None = None) -> str:
     return data.decode("utf-8")
 
 
-def write_corpus(rdata_stem: Path, folder: Path | None = None) -> list[Path]:
+def package_deb(folder: Path | None = None) -> Path | None:
+    """The Debian package `make corpus` fetched and kept in the corpus folder, or None
+    (a corpus unpacked before the package was kept, or copied from another machine)."""
+    debs = sorted(Path(folder or corpus_dir()).glob(f"{PACKAGE}_{VERSION}_*.deb"))
+    return debs[-1] if debs else None
+
+
+def write_corpus(rdata_stem: Path, folder: Path | None = None, deb: Path | None = None) -> list[Path]:
     """Read the six novels from the unpacked package's `data/Rdata` lazy-load database and
-    write one checked text file each (atomically); returns the files written."""
+    write one checked text file each (atomically), and a copy of the package `deb` it came
+    from when given; returns the novels' files."""
     novels = read_lazyload(Path(rdata_stem))
     folder = Path(folder or corpus_dir())
     written = []
@@ -73,6 +85,8 @@ def write_corpus(rdata_stem: Path, folder: Path | None = None) -> list[Path]:
         path = novel_path(name, folder)
         atomic_write_text(path, text)
         written.append(path)
+    if deb is not None:
+        atomic_write_bytes(folder / Path(deb).name, Path(deb).read_bytes())
     return written
 
 
@@ -88,21 +102,22 @@ def check_corpus(folder: Path | None = None) -> str | None:
 
 def main(argv: list[str]) -> int:
     """`python -m llamanat_core.corpus check` (exit 1 with the problem if the corpus is not
-    ready) or `... unpack STEM` (write the novels from an unpacked package's data)."""
+    ready) or `... unpack STEM [DEB]` (write the novels from an unpacked package's data,
+    and keep the package DEB they came from)."""
     if argv[:1] == ["check"] and len(argv) == 1:
         problem = check_corpus()
         if problem:
             print(problem, file=sys.stderr)
         return 1 if problem else 0
-    if argv[:1] == ["unpack"] and len(argv) == 2:
+    if argv[:1] == ["unpack"] and len(argv) in (2, 3):
         try:
-            paths = write_corpus(Path(argv[1]))
+            paths = write_corpus(Path(argv[1]), deb=Path(argv[2]) if len(argv) == 3 else None)
         except (CorpusError, OSError, ValueError) as e:
             print(f"corpus: {e}", file=sys.stderr)
             return 1
         print(f"corpus: {len(paths)} novels in {paths[0].parent}", file=sys.stderr)
         return 0
-    print("usage: python -m llamanat_core.corpus check | unpack RDATA_STEM", file=sys.stderr)
+    print("usage: python -m llamanat_core.corpus check | unpack RDATA_STEM [DEB]", file=sys.stderr)
     return 2
 
 

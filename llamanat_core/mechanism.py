@@ -24,11 +24,8 @@ import torch
 from .model import TinyLlama
 from .study import WEIGHTS_DIR, trained_weights, weights_step
 from .study.run import WEIGHT_VARIANTS
-from .tasks import EQ, SEP, Addition, token_name
+from .tasks import EQ, SEP, TRAIN_PAIRS, Addition, token_name
 from .train import Budget, TaskSpec, run_splits
-
-TRAIN_PAIRS = 4  # the recall length every run trains at
-
 
 # ---------------------------------------------------------------- the trained weights
 

@@ -1,5 +1,5 @@
 """Shared tables and formatters for every chapter: seed tables, chance floors, numbers
-for prose, glue.
+for prose, glue, and the sentences whose shape depends on what a run found.
 
 Chapters hold narrative; what they compute from the study goes through here, so a
 table means the same thing on every page. Figures are drawn by `llamanat_core.plotting`;
@@ -18,6 +18,8 @@ import sys
 
 import numpy as np
 import pandas as pd
+
+from .train import Budget
 
 METRIC_NAMES = {
     "test_acc": "test accuracy",
@@ -205,6 +207,17 @@ def below(x: float, bound: float = 1e-6) -> str:
     return f"< {within(bound)}" if abs(float(x)) < bound else sci(x)
 
 
+def seed_list_text(seeds, empty: str = "none") -> str:
+    """Seeds for prose: '0 to 9' when they run without a gap, '0, 2, 5' otherwise, '3'
+    for one; `empty` when there are none."""
+    seeds = sorted(int(x) for x in seeds)
+    if not seeds:
+        return empty
+    if len(seeds) > 1 and seeds == list(range(seeds[0], seeds[-1] + 1)):
+        return f"{seeds[0]} to {seeds[-1]}"
+    return ", ".join(map(str, seeds))
+
+
 def and_list(words, empty: str = "–") -> str:
     """Words for prose: 'a', 'a and b', 'a, b and c'; `empty` when there are none."""
     words = [str(w) for w in words]
@@ -227,6 +240,126 @@ def span(values, digits: int = 2, percent: bool = False) -> str:
     scale, unit = (100.0, "%") if percent else (1.0, "")
     lo, hi = f"{scale * vals.min():.{digits}f}", f"{scale * vals.max():.{digits}f}"
     return (lo if lo == hi else f"{lo}–{hi}") + unit
+
+
+def seed_range_text(values, digits: int = 3) -> str:
+    """One quantity over seeds for prose: 'm in every seed' when every seed rounds alike,
+    'm (seeds range a to b)' otherwise, m the mean, all to `digits` significant figures;
+    seeds whose value is not finite are counted ('..., not finite in 1 of 3 seeds')."""
+    vals = [float(v) for v in values]
+    ok = [v for v in vals if math.isfinite(v)]
+    if not ok:
+        return f"not finite in any of {len(vals)} seeds"
+    lo, hi = _significant(min(ok), digits), _significant(max(ok), digits)
+    mean = _significant(sum(ok) / len(ok), digits)
+    s = f"{mean} in every seed" if lo == hi else f"{mean} (seeds range {lo} to {hi})"
+    if len(ok) < len(vals):
+        s += f", not finite in {len(vals) - len(ok)} of {len(vals)} seeds"
+    return s
+
+
+def _significant(v: float, digits: int = 3) -> str:
+    """`digits` significant figures, without exponent notation up to 10^6."""
+    if abs(v) >= 10 ** digits:
+        return f"{v:,.0f}"
+    return f"{float(f'{v:.{digits}g}'):g}" if v else "0"
+
+
+def overflow_text(overflow_layers) -> str:
+    """Where a stack's stream stopped being finite, across seeds, as a phrase; a seed whose
+    stream stayed finite is None (or NaN)."""
+    layers = [v for v in overflow_layers if v is not None and v == v]  # drop None and NaN
+    n = len(list(overflow_layers))
+    if not layers:
+        return f"stays finite through every layer in all {n} seeds"
+    lo, hi = int(min(layers)), int(max(layers))
+    where = f"at depth {lo}" if lo == hi else f"between depth {lo} and {hi}"
+    return f"overflows float32 (the values become inf, then NaN) {where} in {len(layers)} of {n} seeds"
+
+
+# ---------------------------------------------------------------- sentences whose shape follows the data
+# A chapter glues these whole: which branch holds depends on the run (the committed study,
+# a reader's own seeds, weights that are or are not there), so the words live here, tested.
+
+UNSOLVED_AT = 0.4
+"""A seed at or below this test accuracy has not solved its task: far under the solve
+threshold (`train.Budget.solve_at`), above recall's chance of a quarter so that a seed
+stuck at chance counts."""
+
+
+def split_rows(final_rows: pd.DataFrame, high: float | None = None, low: float = UNSOLVED_AT) -> pd.Series:
+    """Per (task, regime, variant) row of runs at their last checkpoint: does one seed end
+    at `high` (the solve threshold by default) or more and another at `low` or less?"""
+    high = Budget().solve_at if high is None else high
+    if not low < high:
+        raise ValueError(f"low ({low}) must lie below high ({high})")
+    return final_rows.groupby(["task", "regime", "variant"]).test_acc.agg(
+        lambda a: bool((a >= high).any() and (a <= low).any()))
+
+
+def split_text(final_rows: pd.DataFrame, high: float | None = None, low: float = UNSOLVED_AT) -> str:
+    """The limits page's sentence on rows whose seeds split into solved and unsolved
+    (`split_rows`), at the one step every row was read at."""
+    high = Budget().solve_at if high is None else high
+    steps = sorted(final_rows.step.unique())
+    if len(steps) != 1:
+        raise ValueError(f"final_rows must be read at one step, got steps {steps}")
+    split = split_rows(final_rows, high, low)
+    if not split.any():
+        return (f"No row of the matrix has one seed at {high:.0%} or more and another at "
+                f"{low:.0%} or less, so the means sit near their seeds.")
+    return (f"In {int(split.sum())} of {len(split)} rows of the matrix (variant, task and "
+            f"data regime), at least one seed is at {high:.0%} or more at step "
+            f"{int(steps[0]):,} and another at {low:.0%} or less: within this budget "
+            "some seeds solve the task and others do not, and such a row's mean sits "
+            "between two clusters of seeds rather than near either.")
+
+
+def weights_checked_text(trained, tasks=("recall", "addition")) -> str:
+    """Which committed reference weights a check also ran on: `trained` the tasks whose
+    weights were found, out of `tasks`."""
+    trained = [t for t in tasks if t in set(trained)]
+    if len(trained) == len(tasks):
+        return ("The committed reference weights (seed 0, trained on the finite set of "
+                "recall and of addition, saved where each run stopped) are checked as well, "
+                "in the last rows; on addition that is the graded task itself, six-token "
+                "chains on the test set.")
+    if not trained:
+        return ("No trained reference weights are committed in artifacts/weights, so "
+                "every row uses random weights.")
+    return (f"Of the committed reference weights only the {trained[0]} "
+            "model is present; it is checked in the last row.")
+
+
+def identical_tokens_text(same: pd.DataFrame) -> str:
+    """Cached against recomputed generation, one row per model (columns `identical`,
+    `tokens compared`, `tokens that differ`), in a sentence."""
+    n_same, n = int(same["identical"].sum()), len(same)
+    n_tokens, n_diff = int(same["tokens compared"].sum()), int(same["tokens that differ"].sum())
+    if n_same == n:
+        return (f"All {n} models give identical tokens with and without the "
+                f"cache: {n_tokens:,} tokens compared, none differs.")
+    return (f"{n_same} of {n} models give identical tokens with and "
+            f"without the cache; {n_diff:,} of {n_tokens:,} tokens differ.")
+
+
+def count_of_text(counts, n: int) -> str:
+    """How many of `n` each of several cases kept, for prose: 'all 40' when every case
+    kept all, '36 to 40 of 40' otherwise."""
+    counts = [int(c) for c in counts]
+    if all(c == n for c in counts):
+        return f"all {n}"
+    return f"{min(counts)} to {max(counts)} of {n}"
+
+
+def machine_text(machine: dict) -> str:
+    """The machine a timing was measured on: 'CPU (8 cores, load average 0.3 while
+    measuring), torch 2.5.1, 1 thread'; the load is left out when it was not recorded."""
+    load = machine.get("load_average_1min")
+    return (f"{machine['cpu']} ({machine['cores']} cores"
+            + (f", load average {load:.1f} while measuring" if load is not None else "")
+            + f"), torch {machine['torch']}, {machine['threads']} thread"
+            + ("s" if machine["threads"] != 1 else ""))
 
 
 # ---------------------------------------------------------------- sizes and settings in tables

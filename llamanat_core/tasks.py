@@ -18,6 +18,7 @@ VALUE0 = 29  # 16 value symbols -> 29..44
 ANSWER0 = 45  # 16 answer symbols -> 45..60, one private to each value
 N_SYMBOLS = 16
 VOCAB_SIZE = ANSWER0 + N_SYMBOLS  # 61
+TRAIN_PAIRS = 4  # the recall length every run trains at (longer ones are only scored)
 
 
 def token_name(t: int) -> str:
@@ -179,7 +180,7 @@ class Recall:
     name = "recall"
     answer_len = 1
 
-    def __init__(self, seed: int = 0, n_pairs: int = 4, answer: str = "name"):
+    def __init__(self, seed: int = 0, n_pairs: int = TRAIN_PAIRS, answer: str = "name"):
         if answer not in ("name", "copy"):
             raise ValueError(f"Recall answer must be 'name' or 'copy', got {answer!r}")
         if not isinstance(n_pairs, int) or not 1 <= n_pairs <= N_SYMBOLS:
@@ -268,7 +269,7 @@ class FreshStream:
         return torch.tensor(rows, dtype=torch.long)  # (size, L)
 
 
-def make_task(name: str, seed: int = 0, n_pairs: int = 4, answer: str = "name"):
+def make_task(name: str, seed: int = 0, n_pairs: int = TRAIN_PAIRS, answer: str = "name"):
     if name == "addition":
         return Addition(seed)
     if name == "recall":

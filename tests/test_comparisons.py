@@ -1,35 +1,12 @@
-"""The chapter-facing views of the verdicts: claims, selections, tables, figures."""
-import warnings
+"""The chapter-facing views of the verdicts: selections, tables, figures."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from llamanat_core import claims, comparisons, plotting, sequential
+from llamanat_core import comparisons, plotting, sequential
 from llamanat_core.study import load_curves
 
-
-def test_claim_passes_silently_and_fails_naming_the_sentence():
-    claims.claim(True, "it holds")
-    claims.claim(np.bool_(True), "numpy bools count")
-    with pytest.raises(claims.ClaimError, match="abs_pos solves addition sooner"):
-        claims.claim(False, "abs_pos solves addition sooner")
-
-
-def test_claim_on_a_readers_run_warns_instead_of_failing():
-    with pytest.warns(UserWarning, match="the data no longer support"):
-        claims.claim(False, "a sentence", strict=False)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        claims.claim(True, "a sentence", strict=False)
-
-
-def test_claim_refuses_a_premise_that_is_not_a_bool():
-    # a Series or a number is almost always a mistake (its truth is ambiguous or not meant)
-    with pytest.raises(TypeError, match="must be a bool"):
-        claims.claim(pd.Series([True]), "x")
-    with pytest.raises(TypeError, match="must be a bool"):
-        claims.claim(0.3, "x")
 
 def test_variant_rows_keep_the_study_settings_unless_told():
     """The sweep's other bases and the copy answers never slip into a row of the study;
@@ -77,25 +54,6 @@ def test_largest_gap_is_each_runs_worst_evaluation():
     # never below the gap at the stop (the last evaluation is one of those compared)
     last = comparisons.loss_at_stop(curves).set_index("run").gap
     assert (gaps.set_index("run").max_gap >= last.reindex(gaps.run).to_numpy() - 1e-12).all()
-
-
-def test_claims_warn_on_a_chapter_run_with_a_subset_of_the_seeds():
-    """The parameter check marks a run on other data than the committed study's every seed
-    (a subset of seeds, or fresh runs): its claims warn; the committed run's fail."""
-    from llamanat_core.chapters import check_chapter_parameters
-
-    try:
-        check_chapter_parameters(seeds=[0, 1])
-        with pytest.warns(UserWarning, match="a sentence"):
-            claims.claim(False, "a sentence")
-        check_chapter_parameters(seeds=None, fresh=True)
-        with pytest.warns(UserWarning, match="a sentence"):
-            claims.claim(False, "a sentence")
-        check_chapter_parameters()
-        with pytest.raises(claims.ClaimError, match="a sentence"):
-            claims.claim(False, "a sentence")
-    finally:
-        claims.set_committed_run(True)
 
 
 # ---------------------------------------------------------------- decide

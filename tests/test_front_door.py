@@ -1,6 +1,7 @@
-"""The repository's front door: the README's picture is what the code draws, the README
-and CONTRIBUTING stay short and their links resolve, CONTRIBUTING and the book's code walk
-(book/code.md) map every module and the walk names only objects that exist, and
+"""The repository's front door: the README's picture is what the code draws, the README's
+set-up is two commands and the links resolve, CONTRIBUTING and the book's code walk
+(book/code.md) map every module and the walk names only objects that exist (how long each
+is, `make lint-book` reports), and
 `make test`'s Chromium step installs the browser as root and otherwise stops with the
 command to run; the virtualenv step falls back to pip where uv cannot be had, and (slow
 tier) installs exactly the pins, torch's file as pip chose it."""
@@ -44,7 +45,6 @@ def test_relative_links_resolve(name):
 
 def test_readme_is_a_front_door():
     text = (ROOT / "README.md").read_text()
-    assert len(text.splitlines()) <= 120
     setup = text.split("## Set-up", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
     commands = [line.split("#")[0].strip() for line in setup.strip().splitlines()]
     assert commands == ["make book", "make test"]
@@ -67,7 +67,6 @@ def _mapped(module: str, text: str) -> bool:
 
 def test_contributing_maps_every_module():
     text = (ROOT / "CONTRIBUTING.md").read_text()
-    assert len(text.splitlines()) <= 150
     modules = _modules()
     assert "study/plan.py" in modules and "probes/rope.py" in modules  # the scan sees subfolders
     missing = [m for m in modules if not _mapped(m, text)]
@@ -137,8 +136,6 @@ def test_the_code_page_walks_every_module_and_stays_a_map():
     text = CODE_PAGE.read_text()
     missing = [m for m in _modules() if not _mapped(m, text)]
     assert not missing, f"book/code.md does not walk through {missing}"
-    prose = FENCE.sub(" ", text)
-    assert len(prose.split()) <= 1600, "book/code.md is a map: link the chapters instead of growing it"
     assert 1 <= text.count("{literalinclude}") <= 6
 
 

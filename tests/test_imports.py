@@ -20,8 +20,8 @@ from llamanat_core.paths import PACKAGE_DIR
 # belongs to one layer; it may import its own layer and the layers below, never above.
 LAYERS = {
     "model core": ("paths", "util", "config", "positional", "blocks", "kv", "published", "model", "hf"),
-    "training": ("tasks", "rdata", "corpus", "text", "ngram", "optim", "train", "fast", "text_train",
-                 "sampling"),
+    "training": ("tasks", "rdata", "corpus", "text", "ngram", "optim", "schedule", "train", "fast",
+                 "text_train", "sampling"),
     "study": ("study",),
     "analysis": ("stats", "sequential", "paired", "families", "comparisons", "text_comparisons",
                  "text_design", "text_design_check", "sensitivity", "two_stage", "decision_tables",

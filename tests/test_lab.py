@@ -34,7 +34,6 @@ START_TIMEOUT = 90.0
 CELL_TIMEOUT = 120.0
 
 
-
 def lab_flags() -> list[str]:
     """LAB_FLAGS of the Makefile, with $(CURDIR) resolved."""
     text = (ROOT / "Makefile").read_text()

@@ -1,30 +1,22 @@
 """What a chapter prints reads like the book, not like a Python session: no reprs
-(`np.float64(0.19)`, `dtype: float64`, a raw dict, a tensor's repr), a true minus sign
-(−0.38, never -0.38) and thousands separators (102,528) in every printed output, table
-and stream, not only in the glued prose.
+(`np.float64(0.19)`, `dtype: float64`, a raw dict, a tensor's repr) and no warnings, and
+one rule for numbers everywhere a reader sees one (every printed output, table and
+stream, and the glued prose): a true minus sign (−0.38, never -0.38) and thousands
+separators (102,528).
 
 The scans read the executed chapters in artifacts/, bound the width of their tables, and
 require every exercise's worked solution to show its answer.
-A chapter another change is still rewriting can be listed in NOT_YET (TOO_WIDE_YET) and
-is then expected to fail, strictly: one that comes clean must leave the set.
 """
 from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
 from llamanat_core.paths import ROOT
 
 ARTIFACTS = sorted((ROOT / "artifacts").glob("*.ipynb"))
-
-NOT_YET: set[str] = set()
-"""Chapters executed before a rewrite that still print reprs (none now)."""
-TOO_WIDE_YET: set[str] = set()
-"""Chapters whose tables are still wider than the page (none now: the decision tables print
-in two halves, `decision_tables.OUTCOME` and `TEST`)."""
 
 REPRS = {
     "a numpy scalar's repr": re.compile(r"\bnp\.(?:float|int|uint|bool|str)\w*\("),
@@ -34,49 +26,61 @@ REPRS = {
     "an object's default repr": re.compile(r"<[\w.]+ object at 0x"),
     "float noise": re.compile(r"\d\.\d{9,}"),
 }
+# The one rule for numbers, in printed outputs and glued prose alike.
 HYPHEN_NUMBER = re.compile(r"(?<![\w.\-])-\d")        # "-0.38", "[-4.0", "(-1": a hyphen as minus
 RAW_INTEGER = re.compile(r"(?<![\w.,#^/−-])\d{4,}(?![\w.,])")  # "102528": no thousands separator
 CITED_YEAR = re.compile(r"[A-Za-z.] (?:19|20)\d\d$")  # "Shazeer 2020", "et al. 2021": a citation
+GLUED = "application/papermill.record/text/plain"
 
 
 def printed_texts(nb: dict):
-    """(cell index, text) for everything a reader sees a cell print: streams, the text of
-    a displayed value (its HTML with the tags removed, when it has one) and errors.
-    Figures and the glue's records are left out (glued prose is checked elsewhere)."""
+    """(cell index, text, glued) for everything a reader sees of a cell: streams, the text
+    of a displayed value (its HTML with the tags removed, when it has one), errors, and
+    the glued values the prose reads (glued True). Figures are left out."""
     for i, cell in enumerate(nb["cells"]):
         for out in cell.get("outputs", []):
             if out.get("output_type") == "stream":
-                yield i, "".join(out["text"])
+                yield i, "".join(out["text"]), False
                 continue
             data = out.get("data", {})
-            if "scrapbook" in out.get("metadata", {}) or "image/png" in data:
+            if "scrapbook" in out.get("metadata", {}):
+                if GLUED in data:
+                    yield i, "".join(data[GLUED]), True
+                continue
+            if "image/png" in data:
                 continue
             if "text/html" in data:
                 html = "".join(data["text/html"])
                 html = re.sub(r"<style.*?</style>", " ", html, flags=re.S)
-                yield i, re.sub(r"<[^>]+>", " ", html)
+                yield i, re.sub(r"<[^>]+>", " ", html), False
             elif "text/plain" in data:
-                yield i, "".join(data["text/plain"])
+                yield i, "".join(data["text/plain"]), False
+
+
+def number_problems(text: str) -> list[str]:
+    """Numbers written the wrong way: a hyphen for a minus sign, an integer of four or
+    more digits without thousands separators (a cited year aside)."""
+    return ([f"hyphen for minus: {m.group()!r}" for m in HYPHEN_NUMBER.finditer(text)]
+            + [f"no thousands separator: {m.group()!r}" for m in RAW_INTEGER.finditer(text)
+               if not CITED_YEAR.search(text[max(0, m.start() - 2):m.end()])])
 
 
 def output_problems(nb: dict) -> list[str]:
-    """What a chapter prints the wrong way, one sentence per finding."""
+    """What a chapter prints or glues the wrong way, one sentence per finding (a glued
+    value is a string the prose reads, so only the number rule applies to it)."""
     problems = []
-    for i, text in printed_texts(nb):
-        for what, pattern in REPRS.items():
-            problems += [f"cell {i}: {what}: {m.group().strip()!r}" for m in pattern.finditer(text)]
-        problems += [f"cell {i}: hyphen for minus: {m.group()!r}" for m in HYPHEN_NUMBER.finditer(text)]
-        problems += [f"cell {i}: no thousands separator: {m.group()!r}" for m in RAW_INTEGER.finditer(text)
-                     if not CITED_YEAR.search(text[max(0, m.start() - 2):m.end()])]
+    for i, text, glued in printed_texts(nb):
+        if not glued:
+            for what, pattern in REPRS.items():
+                problems += [f"cell {i}: {what}: {m.group().strip()!r}" for m in pattern.finditer(text)]
+        problems += [f"cell {i}: {p}" for p in number_problems(text)]
     return problems
 
 
-def _param(path: Path, not_yet: set[str] = NOT_YET):
-    later = pytest.mark.xfail(strict=True, reason="executed before its rewrite")
-    return pytest.param(path, marks=[later] if path.stem in not_yet else [], id=path.stem)
+CHAPTER_IDS = [p.stem for p in ARTIFACTS]
 
 
-@pytest.mark.parametrize("path", [_param(p) for p in ARTIFACTS])
+@pytest.mark.parametrize("path", ARTIFACTS, ids=CHAPTER_IDS)
 def test_chapters_print_what_a_reader_would(path):
     problems = output_problems(json.loads(path.read_text()))
     assert not problems, f"{path.stem}: " + "; ".join(problems[:12])
@@ -124,6 +128,26 @@ def test_the_scan_passes_what_the_book_prints_and_reads_tables_as_html():
     assert output_problems(_nb(_shown("-1"))) == ["cell 0: hyphen for minus: '-1'"]
 
 
+def test_the_scan_reads_glued_values_with_the_same_number_rule():
+    glued = {"output_type": "display_data", "metadata": {"scrapbook": {"name": "x"}},
+             "data": {GLUED: "'-0.27 of 102528 (dtype: float64)'"}}
+    fine = {"output_type": "display_data", "metadata": {"scrapbook": {"name": "y"}},
+            "data": {GLUED: "'−0.27 of 102,528 (4-pair, 1e-3, Touvron et al. 2023)'"}}
+    assert output_problems(_nb(glued, fine)) == ["cell 0: hyphen for minus: '-0'",
+                                                 "cell 0: no thousands separator: '102528'"]
+
+
+@pytest.mark.parametrize("path", ARTIFACTS, ids=CHAPTER_IDS)
+def test_chapters_print_no_warnings(path):
+    """A warning in a committed chapter is a reader-visible defect, and its text holds
+    machine paths that differ between checkouts (nbval would fail on another clone)."""
+    import json
+    nb = json.loads(path.read_text())
+    stderr = [o.get("text", "") for c in nb["cells"] for o in c.get("outputs", [])
+              if o.get("name") == "stderr"]
+    assert not stderr, f"{path.stem} prints to stderr: {''.join(stderr[0])[:200]}"
+
+
 # ---------------------------------------------------------------- tables that fit the page
 
 MAX_TABLE_WIDTH = 85
@@ -155,7 +179,7 @@ def wide_tables(nb: dict) -> list[str]:
             if table_width(text) > MAX_TABLE_WIDTH]
 
 
-@pytest.mark.parametrize("path", [_param(p, TOO_WIDE_YET) for p in ARTIFACTS])
+@pytest.mark.parametrize("path", ARTIFACTS, ids=CHAPTER_IDS)
 def test_chapter_tables_fit_the_text_column(path):
     assert wide_tables(json.loads(path.read_text())) == []
 
@@ -191,7 +215,7 @@ def silent_solutions(nb: dict) -> list[str]:
     return silent
 
 
-@pytest.mark.parametrize("path", [_param(p, set()) for p in ARTIFACTS])
+@pytest.mark.parametrize("path", ARTIFACTS, ids=CHAPTER_IDS)
 def test_every_exercise_solution_shows_its_answer(path):
     assert silent_solutions(json.loads(path.read_text())) == []
 

@@ -40,3 +40,25 @@ def test_projection_table_counts():
     assert gqa.head_map_table().loc["GQA"].tolist() == [0, 0, 1, 1]
 
 
+def test_head_map_figure_draws_one_line_per_read_from_each_query_head_to_its_kv_head():
+    import matplotlib.pyplot as plt
+
+    from llamanat_core.plotting import head_map_figure, variant_color
+
+    maps = gqa.head_maps()
+    assert maps == {"mha": ("MHA", [0, 1, 2, 3]), "llama": ("GQA", [0, 0, 1, 1]),
+                    "mqa": ("MQA", [0, 0, 0, 0])}
+    fig = head_map_figure(maps)
+    try:
+        gqa_panel = fig.axes[1]
+        assert gqa_panel.get_title() == "GQA: 2 KV heads (llama)"
+        assert fig.axes[2].get_title() == "MQA: 1 KV head (mqa)"
+        ends = [(line.get_xdata()[0], line.get_xdata()[1]) for line in gqa_panel.get_lines()]
+        assert ends == [(0, 0.5), (1, 0.5), (2, 2.5), (3, 2.5)]  # each KV head centred under its readers
+        assert {line.get_color() for line in gqa_panel.get_lines()} == {variant_color("llama")}
+        wrong = head_map_figure({"llama": ("GQA", gqa.head_map(4, 2, fn=interleaved_repeat))})
+        wrong_ends = [(line.get_xdata()[0], line.get_xdata()[1]) for line in wrong.axes[0].get_lines()]
+        assert wrong_ends != ends  # an interleaved expansion draws crossed reads
+        plt.close(wrong)
+    finally:
+        plt.close(fig)

@@ -49,8 +49,6 @@ def test_plateau_dwell_on_constructed_curves():
     assert d.loc["b", "evaluations"] == 0 and math.isnan(d.loc["b", "max |train - val|"])
 
 
-
-
 # ---------------------------------------------------------------- LLaMA-1's counts and compute
 
 def test_published_counts_are_the_papers_cut_not_rounded():

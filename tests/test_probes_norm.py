@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from llamanat_core import Config, TinyLlama, variant_config
+from llamanat_core import Config, TinyLlama, report, variant_config
 from llamanat_core.blocks import RMSNorm
 from llamanat_core.probes import norm as probe
 from llamanat_core.tasks import VOCAB_SIZE
@@ -61,8 +61,7 @@ def test_no_norm_overflows_at_a_large_init_and_is_reported():
     assert layer is not None and 1 <= layer <= 16
     assert depth[depth.layer >= layer].rms.isna().all()
     assert depth[depth.layer < layer].rms.notna().all()
-    assert probe.overflow_sentence([layer]).startswith("overflows float32")
-    assert probe.overflow_sentence([None, None]) == "stays finite through every layer in all 2 seeds"
+    assert report.overflow_text([layer]).startswith("overflows float32")
 
 
 def test_overflow_depth_is_where_the_float32_stream_stops_being_finite():
@@ -110,13 +109,6 @@ def test_depth_profile_is_deterministic():
     torch.manual_seed(456)
     b, lb = probe.depth_profile("pre", seed=1, n_layers=3, batch=2)
     assert a.equals(b) and la == lb
-
-
-def test_spread_formats_every_case():
-    assert probe.seed_range_text([1.0, 1.0]) == "1 in every seed"
-    assert probe.seed_range_text([1.0, 2.0]) == "1.5 (seeds range 1 to 2)"
-    assert probe.seed_range_text([float("nan")] * 3) == "not finite in any of 3 seeds"
-    assert probe.seed_range_text([1.0, float("nan")]).endswith("not finite in 1 of 2 seeds")
 
 
 def test_op_counts_are_the_formulas_counted_by_hand():

@@ -1,5 +1,5 @@
-"""The training chapter's probes: LLaMA-1's schedule built from torch's schedulers, and
-the toy run's record."""
+"""The training chapter's probes: LLaMA-1's schedule through the package's one schedule
+and `train.PlainStep`, and the toy run's record."""
 import math
 
 import pytest
@@ -11,28 +11,38 @@ from llamanat_core.tasks import Recall
 from llamanat_core.train import PlainStep
 
 
-def test_warmup_then_cosine_reaches_the_peak_then_a_tenth_of_it():
-    opt = tp.paper_optimizer([torch.nn.Parameter(torch.zeros(1))], lr=1e-3)
-    sched = tp.warmup_cosine(opt, warmup=4, total=20)
-    lrs = []
-    for _ in range(20):
-        lrs.append(opt.param_groups[0]["lr"])
-        opt.step()
-        sched.step()
-    lrs.append(opt.param_groups[0]["lr"])
-    assert lrs[0] == pytest.approx(1e-3 / 4)
-    assert max(lrs) == pytest.approx(1e-3) and lrs.index(max(lrs)) == 4
-    assert lrs[-1] == pytest.approx(1e-4)
-    assert all(a >= b for a, b in zip(lrs[4:], lrs[5:]))
-    assert opt.param_groups[0]["betas"] == tp.LLAMA1_BETAS
+def _batches(n: int = 4):
+    train = Recall(seed=0, n_pairs=4).splits(n_train=64 * n, n_val=0, n_test=0).train
+    return train, [train.ids[i:i + 64] for i in range(0, 64 * n, 64)]
+
+
+def test_the_paper_schedule_drives_the_plain_step_and_the_record_shows_the_rate_each_step_used():
+    train, batches = _batches()
+    batches = batches * 5  # 20 steps
+    step = PlainStep(TinyLlama(REFERENCE, seed=0), train.answer_len, tp.paper_schedule(1e-3, 20, warmup=4),
+                     clip=1.0)
+    step.opt = tp.paper_optimizer(step.model.parameters(), 1e-3)
+    record = tp.toy_run(step, batches)
+    assert record.lr.iloc[0] == pytest.approx(1e-3 / 4)
+    assert record.lr.idxmax() == 4 and record.lr.max() == pytest.approx(1e-3)
+    assert record.lr.iloc[-1] == pytest.approx(1e-4)
+    assert step.opt.param_groups[0]["betas"] == tp.LLAMA1_BETAS
+
+
+def test_the_paper_schedule_uses_the_papers_warmup_by_default_and_rejects_a_bad_one():
+    schedule = tp.paper_schedule(1.0, 10_000)
+    assert schedule(tp.LLAMA1_WARMUP_STEPS) == 1.0 and schedule(tp.LLAMA1_WARMUP_STEPS - 1) < 1.0
+    assert schedule(10_000) == pytest.approx(tp.LLAMA1_FINAL_LR_FRACTION)
+    with pytest.raises(ValueError, match="warmup"):
+        tp.paper_schedule(1.0, 100)  # 2,000 warm-up steps do not fit in 100
 
 
 def test_toy_run_records_every_step_and_the_loss_falls():
     torch.manual_seed(0)
-    model = TinyLlama(REFERENCE, seed=0)
-    train = Recall(seed=0, n_pairs=4).splits(n_train=256, n_val=0, n_test=0).train
-    step = PlainStep(model, train.answer_len, lr=1e-3, clip=1.0)
-    record = tp.toy_run(step, [train.ids[i:i + 64] for i in range(0, 256, 64)] * 3)
+    train, batches = _batches()
+    step = PlainStep(TinyLlama(REFERENCE, seed=0), train.answer_len, lr=1e-3, clip=1.0)
+    record = tp.toy_run(step, batches * 3)
     assert list(record.index) == list(range(1, 13))
+    assert (record.lr == 1e-3).all()
     assert record.loss.iloc[0] == pytest.approx(math.log(REFERENCE.vocab_size), abs=0.1)
     assert record.loss.iloc[-1] < record.loss.iloc[0]

@@ -246,7 +246,6 @@ def test_bad_executor_input(tmp_path, capsys, monkeypatch):
     assert len(capsys.readouterr().out.splitlines()) == 4
 
 
-
 def test_a_local_start_that_times_out_is_stopped_and_tried_again(monkeypatch, capsys):
     """Ray gives a new node 30 s to register; on a busy machine the start is tried again,
     the half-started servers stopped first, and after the last attempt the error says so."""

@@ -148,6 +148,83 @@ except nbformat.ValidationError:
     assert out.stdout.strip() == "validates"
 
 
+# ------------------------------------------------------------------ sentences that follow the data
+
+def test_seed_range_text_writes_one_value_a_range_or_the_seeds_that_overflowed():
+    assert report.seed_range_text([1.0, 1.0]) == "1 in every seed"
+    assert report.seed_range_text([1.0, 2.0]) == "1.5 (seeds range 1 to 2)"
+    assert report.seed_range_text([12345.0, 12345.4]) == "12,345 in every seed"
+    assert report.seed_range_text([float("nan")] * 3) == "not finite in any of 3 seeds"
+    assert report.seed_range_text([1.0, float("nan")]) == "1 in every seed, not finite in 1 of 2 seeds"
+
+
+def test_overflow_text_says_where_and_in_how_many_seeds():
+    assert report.overflow_text([None, None]) == "stays finite through every layer in all 2 seeds"
+    assert report.overflow_text([5, float("nan"), 5]).endswith("at depth 5 in 2 of 3 seeds")
+    assert report.overflow_text([3, 7]).endswith("between depth 3 and 7 in 2 of 2 seeds")
+
+
+def _final_rows(accuracies: dict, step: int = 1200) -> pd.DataFrame:
+    return pd.DataFrame([{"task": task, "regime": "finite", "variant": v, "seed": s, "step": step,
+                          "test_acc": a}
+                         for (task, v), accs in accuracies.items() for s, a in enumerate(accs)])
+
+
+def test_split_rows_need_one_solved_seed_and_one_unsolved():
+    rows = _final_rows({("recall", "llama"): [0.95, 0.30, 0.92],  # split
+                        ("recall", "mha"): [0.95, 0.5, 0.92],  # 0.5 is between: not unsolved
+                        ("addition", "llama"): [0.2, 0.25, 0.3]})  # no seed solved
+    split = report.split_rows(rows)
+    assert split.to_dict() == {("addition", "finite", "llama"): False, ("recall", "finite", "llama"): True,
+                               ("recall", "finite", "mha"): False}
+    assert report.split_rows(rows, low=0.5).loc[("recall", "finite", "mha")]  # the thresholds are read
+    text = report.split_text(rows)
+    assert text.startswith("In 1 of 3 rows of the matrix") and "90% or more at step 1,200" in text
+    assert "40% or less" in text
+    assert report.split_text(rows[rows.variant == "mha"]).startswith("No row of the matrix")
+    with pytest.raises(ValueError, match="one step"):
+        report.split_text(pd.concat([rows, _final_rows({("recall", "gelu"): [0.9]}, step=600)]))
+    with pytest.raises(ValueError, match="low"):
+        report.split_rows(rows, high=0.4, low=0.9)
+
+
+def test_weights_checked_text_names_what_is_there():
+    assert report.weights_checked_text(["recall", "addition"]).startswith("The committed reference weights")
+    assert report.weights_checked_text([]).startswith("No trained reference weights")
+    assert report.weights_checked_text(["addition"]) == (
+        "Of the committed reference weights only the addition model is present; "
+        "it is checked in the last row.")
+
+
+def test_identical_tokens_text_counts_models_and_tokens():
+    same = pd.DataFrame({"identical": [True, True], "tokens compared": [1000, 1500],
+                         "tokens that differ": [0, 0]})
+    assert report.identical_tokens_text(same) == (
+        "All 2 models give identical tokens with and without the cache: 2,500 tokens compared, none differs.")
+    same.loc[1, ["identical", "tokens that differ"]] = [False, 3]
+    assert report.identical_tokens_text(same) == (
+        "1 of 2 models give identical tokens with and without the cache; 3 of 2,500 tokens differ.")
+
+
+def test_seed_list_text_writes_a_run_as_a_range_and_a_gap_as_a_list():
+    assert report.seed_list_text(range(10)) == "0 to 9"
+    assert report.seed_list_text([5, 0, 2]) == "0, 2, 5"
+    assert report.seed_list_text([3]) == "3"
+    assert report.seed_list_text([]) == "none"
+
+
+def test_count_of_text_says_all_or_the_range():
+    assert report.count_of_text([40, 40, 40], 40) == "all 40"
+    assert report.count_of_text([40, 36, 39], 40) == "36 to 40 of 40"
+
+
+def test_machine_text_leaves_out_a_load_not_recorded_and_counts_threads():
+    m = {"cpu": "Some CPU", "cores": 8, "torch": "2.5.1", "threads": 1}
+    assert report.machine_text(m) == "Some CPU (8 cores), torch 2.5.1, 1 thread"
+    assert report.machine_text(m | {"threads": 2, "load_average_1min": 0.34}) == (
+        "Some CPU (8 cores, load average 0.3 while measuring), torch 2.5.1, 2 threads")
+
+
 # ------------------------------------------------------------------ figures (llamanat_core.plotting)
 
 MIN_COLOUR_DISTANCE = 15  # CIE76 ΔE; about 2 is just noticeable
@@ -385,6 +462,33 @@ def test_loss_figure_draws_seeds_faint_two_medians_a_panel_and_names_only_what_i
     fig = plotting.loss_figure(curves, "llama", "recall")  # no line drawn, none named
     assert "ln 4" not in [t.get_text() for t in fig.legends[0].get_texts()]
     plt.close(fig)
+
+
+def test_early_loss_figure_draws_each_group_faint_and_its_median_up_to_the_step_asked():
+    import matplotlib.pyplot as plt
+
+    from llamanat_core import plotting
+
+    finite = _loss_curves()
+    finite = finite[finite.regime == "finite"]
+    curves = pd.concat([finite, finite.assign(answer="copy", train_loss=finite.train_loss / 2)])
+    colors = {"name": plotting.BLUE, "copy": plotting.ORANGE}
+    fig = plotting.early_loss_figure(curves, ["llama"], "answer", colors, until=600,
+                                     hline=math.log(4), hline_label="ln 4")
+    (ax,) = fig.get_axes()
+    data = [ln for ln in ax.get_lines() if ln.get_linestyle() != ":"]
+    thick = [ln for ln in data if ln.get_linewidth() >= 2]
+    assert [ln.get_color() for ln in thick] == [plotting.BLUE, plotting.ORANGE]  # one median a group
+    assert len(data) - len(thick) == 2 * 4  # every seed of both groups, faint
+    assert max(max(ln.get_xdata()) for ln in data) == 600  # nothing past `until`
+    assert ax.get_yscale() == "linear"
+    copy_median = thick[1].get_ydata()
+    assert np.allclose(copy_median, thick[0].get_ydata() / 2)  # the copy group's own values
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "name, median", "copy, median", "one seed", "ln 4"]
+    plt.close(fig)
+    with pytest.raises(ValueError, match="abs_pos"):
+        plotting.early_loss_figure(curves, ["abs_pos"], "answer", colors, until=600)
 
 
 def test_and_list_joins_words_as_prose():

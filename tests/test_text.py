@@ -7,6 +7,7 @@ import hashlib
 import math
 import shutil
 import struct
+import subprocess
 import sys
 import zlib
 from pathlib import Path
@@ -93,6 +94,39 @@ def test_a_truncated_database_is_refused_by_name(tmp_path):
     rdb.write_bytes(rdb.read_bytes()[:-5])
     with pytest.raises(rdata.RDataError, match="Rdata.rdb is truncated: 'one'"):
         rdata.read_lazyload(stem)
+
+
+def test_the_real_packages_database_reads_as_the_recorded_novels(tmp_path):
+    """Debian's own r-cran-janeaustenr, as `make corpus` keeps it beside the novels (not
+    this file's serializer): its database holds the six novels, each the recorded text;
+    the same bytes with one novel's entry pointed at another's are caught by the hash."""
+    deb = corpus.package_deb()
+    if deb is None or shutil.which("dpkg-deb") is None:
+        pytest.skip("needs Debian's package in the corpus folder (make corpus keeps it) and dpkg-deb")
+    subprocess.run(["dpkg-deb", "-x", str(deb), str(tmp_path / "deb")], check=True)
+    stem = tmp_path / "deb" / corpus.RDATA
+    novels = rdata.read_lazyload(stem)
+    assert set(corpus.NOVELS) <= set(novels)
+    written = corpus.write_corpus(stem, tmp_path / "novels")  # refuses a novel not as recorded
+    assert [p.read_bytes() for p in written] == [corpus.novel_path(n).read_bytes() for n in corpus.NOVELS]
+    index = rdata.unserialize(gzip.decompress(stem.with_suffix(".rdx").read_bytes()))
+    assert index["variables"]["emma"] != index["variables"]["persuasion"]
+    swapped = tmp_path / "swapped"
+    swapped.mkdir()
+    shutil.copy(stem.with_suffix(".rdb"), swapped / "Rdata.rdb")
+    rdx = stem.with_suffix(".rdx").read_bytes()
+    (swapped / "Rdata.rdx").write_bytes(_swap_entries(rdx, index, "emma", "persuasion"))
+    with pytest.raises(corpus.CorpusError, match="'emma' is not the recorded text"):
+        corpus.write_corpus(swapped / "Rdata", tmp_path / "wrong")
+
+
+def _swap_entries(rdx: bytes, index: dict, a: str, b: str) -> bytes:
+    """The index with the (offset, length) of variables `a` and `b` exchanged, found as
+    the two integers they are in the serialized bytes."""
+    raw = gzip.decompress(rdx)
+    pa, pb = (struct.pack(">2i", *index["variables"][n]) for n in (a, b))
+    assert raw.count(pa) == 1 and raw.count(pb) == 1
+    return gzip.compress(raw.replace(pa, b"\0" * 8).replace(pb, pa).replace(b"\0" * 8, pb))
 
 
 # ------------------------------------------------------------------ the corpus, checked
@@ -270,8 +304,7 @@ def test_an_incomplete_text_run_file_is_not_used(tmp_path):
 # an apt whose package lists start empty, and in its archive Debian's r-cran-janeaustenr
 # as a real .deb whose R data hold the six novels.
 
-PACKAGE, VERSION = "r-cran-janeaustenr", "1.0.0-1"
-RDATA = "usr/lib/R/site-library/janeaustenr/data/Rdata"
+PACKAGE, VERSION, RDATA = corpus.PACKAGE, corpus.VERSION, corpus.RDATA
 
 
 @pytest.fixture(scope="session")
@@ -311,6 +344,8 @@ def test_root_fetches_the_package_and_writes_the_checked_novels(tmp_path, janeau
     result = _ensure_corpus(m, tmp_path / "corpus")
     assert result.returncode == 0, result.stderr
     assert corpus.check_corpus(tmp_path / "corpus") is None  # six novels, each its SHA-256
+    kept = corpus.package_deb(tmp_path / "corpus")  # the package they came from, beside them
+    assert kept is not None and kept.read_bytes() == janeaustenr_deb.read_bytes()
     assert m.lists.exists() and not list(m.root.glob("*.deb"))  # updated, nothing left behind
 
 
@@ -374,7 +409,6 @@ def test_a_temperature_draws_the_same_text_for_the_same_seed():
     assert not torch.equal(a, sample_text(model, prompt, 30, temperature=1.0, seed=6))
     with pytest.raises(ValueError, match="temperature"):
         sample_text(model, prompt, 3, temperature=-1.0)
-
 
 
 # ------------------------------------------------------------------ the compiled text step

@@ -2,7 +2,8 @@
 # The text task reads Jane Austen's six novels from Debian's r-cran-janeaustenr (R is not
 # needed): fetch the package with apt-get, unpack it with dpkg-deb, and let
 # `python -m llamanat_core.corpus unpack` write the novels, checked against the SHA-256 each
-# one has in llamanat_core/corpus.py. Nothing to do when they are there and right; where
+# one has in llamanat_core/corpus.py, and keep the .deb beside them (the tests read the
+# real R database from it). Nothing to do when they are there and right; where
 # apt cannot fetch (no apt, or not root and the package lists are empty) stop at once with
 # the one command to run. Usage: ensure_corpus.sh PYTHON
 set -euo pipefail
@@ -25,4 +26,5 @@ if ! fetch; then
   fetch || { echo "apt-get could not download $PACKAGE even after apt-get update." >&2; exit 1; }
 fi
 dpkg-deb -x "$work"/r-cran-janeaustenr_*.deb "$work/x"
-"$PY" -m llamanat_core.corpus unpack "$work/x/usr/lib/R/site-library/janeaustenr/data/Rdata"
+"$PY" -m llamanat_core.corpus unpack "$work/x/usr/lib/R/site-library/janeaustenr/data/Rdata" \
+  "$work"/r-cran-janeaustenr_*.deb

@@ -9,12 +9,14 @@ seeds.py      each seed's value per row (`seed_points`, `seed_curves`), the chan
               accuracy per task × regime at a checkpoint (`accuracy_grid`), accuracy by
               item length (`length_panels`)
 curves.py     training and validation loss curves: per regime, solved and unsolved seeds
-              apart, each seed faint and the median thick; on text, the arms' held-out
+              apart, each seed faint and the median thick; the first steps per group
+              (`early_loss_figure`); on text, the arms' held-out
               curves and their loss on windows longer than trained (`text_windows_figure`),
               the counted n-gram models as labelled lines (`draw_ngram_lines`)
 mlp.py        the feed-forward's functions and the SwiGLU gate (`activation_figure`,
               `gate_figure`)
-attention.py  attention maps and the task summaries of `llamanat_core.mechanism`
+attention.py  attention maps and the task summaries of `llamanat_core.mechanism`; which KV
+              head each query head reads (`head_map_figure`)
 decisions.py  what `comparisons.decide` returns: the forest of the primary endpoints, the
               share solved by each step, per-seed strips, an interval read off its test
               (imported as a module: `from llamanat_core.plotting import decisions`)
@@ -27,12 +29,15 @@ from .attention import (
     addition_attention_figure,
     attention_grid,
     attention_heatmap,
+    head_map_axes,
+    head_map_figure,
     position_heatmap,
     recall_attention_figure,
     recall_by_pair_figure,
 )
 from .curves import (
     draw_ngram_lines,
+    early_loss_figure,
     loss_curves_axes,
     loss_figure,
     text_arms_figure,
@@ -89,8 +94,9 @@ __all__ = ["draw_ngram_lines", "text_arms_figure", "text_loss_figure", "text_win
            "show", "plain_number", "plain_ticks", "chance_line", "margin_label", "seed_points",
            "seed_curves", "legend_outside",
            "accuracy_grid", "length_panels",
-           "loss_curves_axes", "loss_figure", "HEAT_CMAP", "MAP_LABEL",
+           "loss_curves_axes", "loss_figure", "early_loss_figure", "HEAT_CMAP", "MAP_LABEL",
            "attention_heatmap",
-           "attention_grid", "position_heatmap", "recall_attention_figure", "recall_by_pair_figure",
+           "attention_grid", "head_map_axes", "head_map_figure", "position_heatmap",
+           "recall_attention_figure", "recall_by_pair_figure",
            "addition_attention_figure", "VERDICT_COLORS", "VISIONS", "colour_distance",
            "colliding_tick_labels", "keep_end_labels_inside"]

@@ -1,7 +1,8 @@
 """The attention figures: `attention_heatmap`, `attention_grid`, `position_heatmap`, and the
 task summaries `recall_attention_figure`, `recall_by_pair_figure`,
 `addition_attention_figure`. They draw what `llamanat_core.mechanism` returns, on the
-sequential `HEAT_CMAP` with token names on the axes and a colour bar.
+sequential `HEAT_CMAP` with token names on the axes and a colour bar. `head_map_figure`
+draws which KV head each query head reads (`probes.gqa.head_maps`).
 """
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from ..mechanism import ADDITION_SOURCES, CHAIN, RECALL_ROLES
+from ..tasks import TRAIN_PAIRS
 from .seeds import legend_outside
-from .style import CHANCE_COLOR, PALETTE, VARIANT_COLORS, VERMILION, use_book_style
+from .style import CHANCE_COLOR, PALETTE, VARIANT_COLORS, VERMILION, use_book_style, variant_color
 
 # ---------------------------------------------------------------- attention maps
 
@@ -132,7 +134,7 @@ def recall_attention_figure(summaries: dict, value: str = "mass"):
     return fig
 
 
-def recall_by_pair_figure(ax, summaries: dict, layer: int, train_pairs: int = 4,
+def recall_by_pair_figure(ax, summaries: dict, layer: int, train_pairs: int = TRAIN_PAIRS,
                           colors: dict | None = None):
     """Mass on the queried value against which pair was asked about (`mechanism.recall_by_pair`),
     the mean of the layer's heads, one line per label; the training length is marked and
@@ -180,4 +182,47 @@ def addition_attention_figure(summaries: dict, layers=None):
     for ax in axes[-1]:
         ax.set_xlabel("operand digit read")
     fig.colorbar(im, ax=axes, label="attention mass", fraction=0.03, pad=0.02)
+    return fig
+
+
+# ---------------------------------------------------------------- which KV head a query head reads
+
+def head_map_axes(ax, reads: list[int], title: str, color="C0") -> None:
+    """A bipartite diagram: query heads on top, KV heads below, one line per read;
+    `reads[h]` is the KV head query head h reads (`probes.gqa.head_map`)."""
+    n_heads, n_kv_heads = len(reads), max(reads) + 1
+    xq = list(range(n_heads))
+    # centre each KV head under the query heads that read it
+    xk = [sum(h for h in xq if reads[h] == j) / reads.count(j) for j in range(n_kv_heads)]
+    for h, j in enumerate(reads):
+        ax.plot([xq[h], xk[j]], [1, 0], color=color, lw=1.6, zorder=1)
+    ax.scatter(xq, [1] * n_heads, s=420, color="white", edgecolor="black", zorder=2)
+    ax.scatter(xk, [0] * n_kv_heads, s=420, color=color, edgecolor="black", zorder=2)
+    for h in range(n_heads):
+        ax.text(xq[h], 1, f"q{h}", ha="center", va="center", fontsize=9, zorder=3)
+    for j in range(n_kv_heads):
+        ax.text(xk[j], 0, f"kv{j}", ha="center", va="center", fontsize=8, color="white",
+                fontweight="bold", zorder=3)
+    ax.set_xlim(-0.6, n_heads - 0.4)
+    ax.set_ylim(-0.4, 1.4)
+    ax.set_yticks([0, 1])
+    ax.set_yticklabels(["KV heads", "query heads"])
+    ax.set_xticks([])
+    ax.tick_params(length=0)
+    ax.grid(False)
+    for side in ("left", "bottom"):
+        ax.spines[side].set_visible(False)
+    ax.set_title(title)
+
+
+def head_map_figure(maps: dict[str, tuple[str, list[int]]]):
+    """One `head_map_axes` panel per layout, side by side, in the variant's colour;
+    `maps` is variant -> (layout name, reads), as `probes.gqa.head_maps` returns it."""
+    use_book_style()
+    fig, axes = plt.subplots(1, len(maps), figsize=(10, 2.8), squeeze=False)
+    for ax, (variant, (name, reads)) in zip(axes[0], maps.items()):
+        k = max(reads) + 1
+        head_map_axes(ax, reads, f"{name}: {k} KV head{'s' if k > 1 else ''} ({variant})",
+                      color=variant_color(variant))
+    fig.tight_layout()
     return fig

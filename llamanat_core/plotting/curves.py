@@ -11,6 +11,7 @@ from matplotlib.lines import Line2D
 
 from ..comparisons import variant_rows
 from ..config import REGIMES
+from .seeds import legend_outside
 from .style import BLUE, CHANCE_COLOR, NEUTRAL, VERMILION, plain_ticks, use_book_style, variant_color
 
 # ---------------------------------------------------------------- losses
@@ -19,24 +20,57 @@ GROUPS = (("solved", False, BLUE), ("unsolved", True, VERMILION))
 """The rows of a loss figure: (name, the runs' `censored` flag, colour)."""
 
 
-def loss_curves_axes(ax, curves, color=BLUE):
+LINE_STYLES = {"train_loss": "-", "val_loss": "--"}
+"""How a loss figure draws each loss: training solid, validation dashed."""
+
+
+def loss_curves_axes(ax, curves, color=BLUE, columns=("train_loss", "val_loss"), log: bool = True):
     """Training (solid) and validation (dashed) loss of the runs in `curves` (one variant,
     task and regime, usually one outcome): each run as a faint line, and the median of the
     runs as a thick line over the steps every run reaches (a solved run stops early, and a
     median over the runs still training would jump each time one stops). A gap opening
-    between the two lines is memorisation; both flat together is a plateau."""
+    between the two lines is memorisation; both flat together is a plateau. `columns`
+    picks which losses are drawn; `log` a log axis (losses spanning decades)."""
     for _seed, g in curves.groupby("seed", sort=True):
         g = g.sort_values("step")
-        ax.plot(g.step, g.train_loss, color=color, lw=0.7, alpha=0.3)
-        ax.plot(g.step, g.val_loss, color=color, lw=0.7, ls="--", alpha=0.3)
-    for column, ls in (("train_loss", "-"), ("val_loss", "--")):
+        for column in columns:
+            ax.plot(g.step, g[column], color=color, lw=0.7, ls=LINE_STYLES[column], alpha=0.3)
+    for column in columns:
         every = curves.pivot_table(index="step", columns="seed", values=column).dropna()
-        ax.plot(every.index, every.median(axis=1), color=color, lw=2.0, ls=ls)
-    ax.set_yscale("log")
+        ax.plot(every.index, every.median(axis=1), color=color, lw=2.0, ls=LINE_STYLES[column])
+    ax.set_yscale("log" if log else "linear")
     ax.set_xlabel("training step")
     ax.set_ylabel("loss (nats)")
     ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda t, _: f"{t:,.0f}"))
     return ax
+
+
+def early_loss_figure(curves, panels, by: str, colors: dict[str, str], until: int,
+                      hline: float | None = None, hline_label: str | None = None):
+    """The training loss of the first `until` steps, one panel per variant of `panels`, one
+    colour per value of the column `by` (`colors`: value -> colour): every seed faint and
+    the median thick (`loss_curves_axes`, on a linear axis: the first steps span no
+    decades), and `hline` (e.g. ln 4) dotted in every panel."""
+    use_book_style()
+    fig, axes = plt.subplots(1, len(panels), figsize=(10, 3.2), sharey=True, squeeze=False)
+    for ax, variant in zip(axes[0], panels):
+        for value, color in colors.items():
+            g = curves[(curves.variant == variant) & (curves[by] == value) & (curves.step <= until)]
+            if g.empty:
+                raise ValueError(f"no curves for {variant} with {by}={value!r} up to step {until}")
+            loss_curves_axes(ax, g, color, columns=("train_loss",), log=False)
+        if hline is not None:
+            ax.axhline(hline, color=CHANCE_COLOR, lw=0.9, ls=":")
+        ax.set(title=variant, ylabel="")
+    axes[0, 0].set_ylabel("training loss (nats)")
+    handles = [Line2D([], [], color=color, lw=2.0, label=f"{value}, median")
+               for value, color in colors.items()]
+    handles.append(Line2D([], [], color=NEUTRAL, lw=0.7, alpha=0.6, label="one seed"))
+    if hline is not None and hline_label:
+        handles.append(Line2D([], [], color=CHANCE_COLOR, lw=0.9, ls=":", label=hline_label))
+    legend_outside(axes[0, -1], handles=handles, title=by)
+    fig.tight_layout()
+    return fig
 
 
 def loss_figure(curves, variant: str, task: str, regimes=REGIMES, hline: float | None = None,

@@ -13,6 +13,8 @@ import numpy as np
 from ..config import REGIMES
 from ..report import METRIC_NAMES, chance_label
 from ..stats import chance_floor
+from ..study import EXTRAPOLATE
+from ..tasks import TRAIN_PAIRS
 from .style import BLUE, CHANCE_COLOR, PALETTE, TASK_COLORS, VARIANT_COLORS, variant_color
 
 
@@ -116,11 +118,11 @@ def accuracy_grid(tables: dict, step: int, figsize=(8, 6.4)):
     return fig
 
 
-def length_panels(data, title: str, rows, pairs=(4, 8, 12), regimes=REGIMES):
+def length_panels(data, title: str, rows, pairs=(TRAIN_PAIRS, *EXTRAPOLATE), regimes=REGIMES):
     """Recall accuracy against the item's length, one panel per data regime: a curve per
     seed and the mean for each of `rows` (variants, in their colours), and the chance
     floor, which falls with the item (1/4, 1/8, 1/12). `data` has the columns regime,
-    variant, seed, pairs and accuracy; the models were trained at 4 pairs."""
+    variant, seed, pairs and accuracy; the models were trained at `TRAIN_PAIRS` pairs."""
     colors = {v: variant_color(v) for v in rows}
     fig, axes = plt.subplots(1, len(regimes), figsize=(8.6, 3.6), sharey=True)
     for ax, regime in zip(axes, regimes):
@@ -131,7 +133,7 @@ def length_panels(data, title: str, rows, pairs=(4, 8, 12), regimes=REGIMES):
         floor = [100 * chance_floor("recall", n) for n in pairs]
         ax.plot(list(pairs), floor, color="#555555", lw=0.9, ls=":", label="chance (1/pairs)")
         ax.set_xticks(list(pairs))
-        ax.set_xlabel("key/value pairs in the test item (trained at 4)")
+        ax.set_xlabel(f"key/value pairs in the test item (trained at {TRAIN_PAIRS})")
         ax.set_ylabel("recall accuracy (%)")
         ax.set_ylim(-3, 103)
         ax.set_title(f"{regime} data: {title}")

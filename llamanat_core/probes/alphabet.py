@@ -6,7 +6,7 @@ import pandas as pd
 import torch
 
 from ..mechanism import recall_attention
-from ..study import load_model
+from ..study import EXTRAPOLATE, load_model
 from ..study.checkpoints import (  # noqa: F401  (the chapter reads them from here)
     CHECKPOINT,
     CHECKPOINT_VARIANTS,
@@ -15,11 +15,12 @@ from ..study.checkpoints import (  # noqa: F401  (the chapter reads them from he
     checkpoint_path,
     checkpoint_run,
 )
-from ..tasks import ANSWER0, VALUE0, Recall
+from ..tasks import ANSWER0, TRAIN_PAIRS, VALUE0, Recall
 from ..train import Budget, TaskSpec, run_splits
 
 
-def formulation_check(seeds, pair_counts=(4, 8), budget: Budget = Budget()) -> pd.DataFrame:
+def formulation_check(seeds, pair_counts=(TRAIN_PAIRS, EXTRAPOLATE[0]),
+                      budget: Budget = Budget()) -> pd.DataFrame:
     """One row per (seed, pairs, split): are the `name` and `copy` prompts identical, by how
     many ids does each name answer sit above its copy answer, and does the answer token
     occur in its own prompt? The training length gets every split; longer lengths only
@@ -131,11 +132,11 @@ def answer_profile(model, prompt: torch.Tensor, target: torch.Tensor, answer: st
             "p outside the alphabet": float((1 - alphabet.sum(1)).mean())}
 
 
-def scored_items(seed: int, answer: str, n_pairs: int = 4, budget: Budget = Budget()):
+def scored_items(seed: int, answer: str, n_pairs: int = TRAIN_PAIRS, budget: Budget = Budget()):
     """The test items the study scores a run of this seed on (prompt, answer): `fit`'s
     own test set at the training length, its extrapolation set at any other."""
-    longer = None if n_pairs == 4 else n_pairs
-    data = run_splits(TaskSpec("recall", 4, answer), seed, budget, longer)[1].test
+    longer = None if n_pairs == TRAIN_PAIRS else n_pairs
+    data = run_splits(TaskSpec("recall", TRAIN_PAIRS, answer), seed, budget, longer)[1].test
     return data.prompt, data.answer[:, 0]
 
 

@@ -1,8 +1,9 @@
 """The GQA chapter's measurements: which query head reads which KV head, and what the
 KV heads cost.
 
-Everything here calls the package's own `repeat_kv`, so the figure and the check show
-what the model actually does, not a re-drawing of it.
+Everything here calls the package's own `repeat_kv`, so the figure
+(`plotting.head_map_figure`) and the check show what the model actually does, not a
+re-drawing of it.
 """
 from __future__ import annotations
 
@@ -41,32 +42,11 @@ def check_repeat_kv(n_heads: int, n_kv_heads: int, fn=repeat_kv, seed: int = 0,
     return all(torch.equal(out[:, h], kv[:, h // n_rep]) for h in range(n_heads))
 
 
-def draw_head_map(ax, n_heads: int, n_kv_heads: int, title: str, color="C0") -> None:
-    """A bipartite diagram: query heads on top, KV heads below, one line per read,
-    drawn from `head_map` (i.e. from repeat_kv itself)."""
-    reads = head_map(n_heads, n_kv_heads)
-    xq = [h for h in range(n_heads)]
-    # centre each KV head under the query heads that read it
-    xk = [sum(h for h in xq if reads[h] == j) / reads.count(j) for j in range(n_kv_heads)]
-    for h, j in enumerate(reads):
-        ax.plot([xq[h], xk[j]], [1, 0], color=color, lw=1.6, zorder=1)
-    ax.scatter(xq, [1] * n_heads, s=420, color="white", edgecolor="black", zorder=2)
-    ax.scatter(xk, [0] * n_kv_heads, s=420, color=color, edgecolor="black", zorder=2)
-    for h in range(n_heads):
-        ax.text(xq[h], 1, f"q{h}", ha="center", va="center", fontsize=9, zorder=3)
-    for j in range(n_kv_heads):
-        ax.text(xk[j], 0, f"kv{j}", ha="center", va="center", fontsize=8, color="white",
-                fontweight="bold", zorder=3)
-    ax.set_xlim(-0.6, n_heads - 0.4)
-    ax.set_ylim(-0.4, 1.4)
-    ax.set_yticks([0, 1])
-    ax.set_yticklabels(["KV heads", "query heads"])
-    ax.set_xticks([])
-    ax.tick_params(length=0)
-    ax.grid(False)
-    for side in ("left", "bottom"):
-        ax.spines[side].set_visible(False)
-    ax.set_title(title)
+def head_maps(layouts=LAYOUTS) -> dict[str, tuple[str, list[int]]]:
+    """variant -> (layout name, `head_map` of its config): what `plotting.head_map_figure`
+    draws."""
+    return {v: (name, head_map(variant_config(v).n_heads, variant_config(v).n_kv_heads))
+            for v, name in layouts}
 
 
 def projection_table(layouts=LAYOUTS, bytes_per_value: int = 2) -> pd.DataFrame:

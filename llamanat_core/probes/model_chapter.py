@@ -195,7 +195,6 @@ def plateau_dwell(curves: pd.DataFrame, level: float, tol: float) -> pd.DataFram
     return pd.DataFrame(rows)
 
 
-
 __all__ = ["CHINCHILLA_TOKENS_PER_PARAMETER", "LLAMA1_TRAINING_TOKENS", "attention_for",
            "budget_tokens", "chinchilla_tokens", "component_counts", "compute_table",
            "every_query_sees_itself", "guessing_loss", "inference_flops", "masked_softmax",

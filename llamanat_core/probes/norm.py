@@ -158,39 +158,6 @@ def depth_study(positions=("pre", "post", "none"), seeds=(0, 1, 2), init_stds=(0
     return pd.concat(parts, ignore_index=True), pd.DataFrame(ends)
 
 
-def seed_range_text(values, digits: int = 3) -> str:
-    """'m (seeds a to b)' for finite values; says how many seeds overflowed otherwise."""
-    vals = [float(v) for v in values]
-    ok = [v for v in vals if math.isfinite(v)]
-    if not ok:
-        return f"not finite in any of {len(vals)} seeds"
-    lo, hi = _num(min(ok), digits), _num(max(ok), digits)
-    mean = _num(sum(ok) / len(ok), digits)
-    s = f"{mean} in every seed" if lo == hi else f"{mean} (seeds range {lo} to {hi})"
-    if len(ok) < len(vals):
-        s += f", not finite in {len(vals) - len(ok)} of {len(vals)} seeds"
-    return s
-
-
-
-def _num(v: float, digits: int = 3) -> str:
-    """digits significant figures, without exponent notation up to 10^6."""
-    if abs(v) >= 10 ** digits:
-        return f"{v:,.0f}"
-    return f"{float(f'{v:.{digits}g}'):g}" if v else "0"
-
-
-def overflow_sentence(overflow_layers) -> str:
-    """Where a stack's stream stopped being finite, across seeds, as a phrase."""
-    layers = [v for v in overflow_layers if v is not None and v == v]  # drop None and NaN
-    n = len(list(overflow_layers))
-    if not layers:
-        return f"stays finite through every layer in all {n} seeds"
-    lo, hi = int(min(layers)), int(max(layers))
-    where = f"at depth {lo}" if lo == hi else f"between depth {lo} and {hi}"
-    return f"overflows float32 (the values become inf, then NaN) {where} in {len(layers)} of {n} seeds"
-
-
 # ---------------------------------------------------------------- what each norm computes
 
 def _rms_steps(x: torch.Tensor, gain: torch.Tensor, eps: float):

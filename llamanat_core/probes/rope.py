@@ -2,8 +2,8 @@
 preservation, why V stays unrotated, the two pairings, and the rows of a learned position
 table that a short training length never reaches.
 
-Everything here runs on random tensors, freshly initialised models or a single gradient
-(and one optimizer) step; nothing here trains a model. The last section reads the attention
+Everything here runs on random tensors, freshly initialised models or one step of the
+study's own training step; nothing here trains a model. The last section reads the attention
 summaries of `llamanat_core.mechanism` (computed on the committed weights): which operand
 digits an addition chain position reads, and how far into a long recall list the answer
 position still finds the value it was asked for.
@@ -17,8 +17,7 @@ import torch
 
 from ..blocks import causal_mask, manual_attention, repeat_kv
 from ..config import Config, variant_config
-from ..model import TinyLlama, answer_loss
-from ..optim import adamw
+from ..model import TinyLlama
 from ..positional import (
     RotaryEmbedding,
     apply_rotary,
@@ -26,8 +25,8 @@ from ..positional import (
     inverse_frequencies,
     permute_qk_state,
 )
-from ..tasks import VOCAB_SIZE, Recall
-from ..train import Budget
+from ..tasks import TRAIN_PAIRS, VOCAB_SIZE, Recall
+from ..train import Budget, PlainStep
 
 
 def frequency_table(head_dim: int = 16, theta: float = 10_000.0) -> pd.DataFrame:
@@ -151,13 +150,14 @@ def pairing_logits(seed: int = 0, batch: int = 4, length: int = 25,
     return out
 
 
-def untouched_rows(seed: int = 0, n_pairs: int = 4, batch: int = 64, budget: Budget = Budget()) -> dict:
+def untouched_rows(seed: int = 0, n_pairs: int = TRAIN_PAIRS, batch: int = 64,
+                   budget: Budget = Budget()) -> dict:
     """The learned table of the `abs_pos` control on one training batch of recall.
 
-    One forward/backward pass: the gradient of each row of the position table. Then one
-    AdamW step (the study's lr, torch's default weight decay) to show what happens to a
-    row whose gradient is exactly zero: Adam's moments stay zero, so only the decoupled
-    weight decay acts, multiplying the row by (1 - lr * weight_decay).
+    One step of the study's own `train.PlainStep` (the study's lr and clipping, torch's
+    default weight decay): the gradient it applied to each row of the position table, and
+    what the step did to a row whose gradient is exactly zero: Adam's moments stay zero,
+    so only the decoupled weight decay acts, multiplying the row by (1 - lr * weight_decay).
     """
     cfg = variant_config("abs_pos")
     model = TinyLlama(cfg, seed=seed)
@@ -165,14 +165,10 @@ def untouched_rows(seed: int = 0, n_pairs: int = 4, batch: int = 64, budget: Bud
     seen = data.ids.shape[1] - 1  # the model reads ids[:, :-1]: positions 0..seen-1
     table = model.embed_positions.weight
     before = table.detach().clone()
-    opt = adamw(model.parameters(), budget.lr)
-    loss = answer_loss(model, data.ids, data.answer_len)
-    opt.zero_grad(set_to_none=True)
-    loss.backward()
-    grad = table.grad.detach().clone()
-    opt.step()
-    after = table.detach()
-    wd = opt.param_groups[0]["weight_decay"]
+    step = PlainStep(model, data.answer_len, budget.lr, budget.clip)
+    step(data.ids)
+    grad, after = table.grad.detach(), table.detach()  # the gradient as clipped and applied
+    wd = step.opt.param_groups[0]["weight_decay"]
     factor = 1 - budget.lr * wd
     return {
         "seen": seen, "rows": table.shape[0], "weight_decay": wd, "lr": budget.lr,

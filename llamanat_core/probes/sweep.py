@@ -15,7 +15,8 @@ import torch
 from ..config import variant_config
 from ..model import TinyLlama
 from ..positional import inverse_frequencies, slowest_period
-from ..tasks import VALUE0, Recall
+from ..study import EXTRAPOLATE
+from ..tasks import TRAIN_PAIRS, VALUE0, Recall
 
 HEAD_DIM = 16
 LONGEST = 37  # positions 0..37: the 12-pair item (37 tokens before the answer) and its answer
@@ -82,7 +83,7 @@ def steady_pairs(theta: float, n_pairs: int, head_dim: int = HEAD_DIM) -> int:
     return int((inv * width < QUARTER_TURN).sum())
 
 
-def steady_table(thetas, pair_counts=(4, 8, 12), head_dim: int = HEAD_DIM) -> pd.DataFrame:
+def steady_table(thetas, pair_counts=(TRAIN_PAIRS, *EXTRAPOLATE), head_dim: int = HEAD_DIM) -> pd.DataFrame:
     """Bases × item lengths: the pairs that turn less than a quarter turn across the item's
     values (`steady_pairs`), out of head_dim/2."""
     return pd.DataFrame({f"{n} pairs": [steady_pairs(t, n, head_dim) for t in thetas]

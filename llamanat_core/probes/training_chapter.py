@@ -2,15 +2,20 @@
 settings and learning-rate schedule, and a toy run of a few steps that records the loss
 and the learning rate of every step.
 
-The study trains every run with `train.PlainStep` (AdamW with torch's defaults, a constant
-learning rate, no warm-up). LLaMA-1 used AdamW with beta2 0.95 and weight decay 0.1, 2,000
-warm-up steps and a cosine schedule down to a tenth of the peak learning rate, with the
-gradient norm clipped at 1.0 (Touvron et al. 2023, section 2.3).
+The study trains every puzzle run with `train.PlainStep` (AdamW with torch's defaults, a
+constant learning rate, no warm-up). LLaMA-1 used AdamW with beta2 0.95 and weight decay
+0.1, 2,000 warm-up steps and a cosine schedule down to a tenth of the peak learning rate,
+with the gradient norm clipped at 1.0 (Touvron et al. 2023, section 2.3). The schedule is
+the package's one (`schedule.warmup_cosine`), which the same step takes as step -> rate.
 """
 from __future__ import annotations
 
+from functools import partial
+
 import pandas as pd
 import torch
+
+from ..schedule import warmup_cosine
 
 # Touvron et al. (2023), "LLaMA: Open and efficient foundation language models", section 2.3.
 LLAMA1_BETAS = (0.9, 0.95)
@@ -24,24 +29,21 @@ def paper_optimizer(params, lr: float) -> torch.optim.AdamW:
     return torch.optim.AdamW(params, lr=lr, betas=LLAMA1_BETAS, weight_decay=LLAMA1_WEIGHT_DECAY)
 
 
-def warmup_cosine(opt: torch.optim.Optimizer, warmup: int, total: int,
-                  final_fraction: float = LLAMA1_FINAL_LR_FRACTION) -> torch.optim.lr_scheduler.LRScheduler:
-    """torch's own schedulers chained: a linear warm-up from peak/warmup to the peak over
-    `warmup` steps, then a cosine down to `final_fraction` of the peak at step `total`."""
-    sched = torch.optim.lr_scheduler
-    peak = opt.param_groups[0]["lr"]
-    rise = sched.LinearLR(opt, start_factor=1 / warmup, end_factor=1.0, total_iters=warmup)
-    fall = sched.CosineAnnealingLR(opt, T_max=total - warmup, eta_min=final_fraction * peak)
-    return sched.SequentialLR(opt, [rise, fall], milestones=[warmup])
+def paper_schedule(peak: float, steps: int, warmup: int = LLAMA1_WARMUP_STEPS,
+                   final: float = LLAMA1_FINAL_LR_FRACTION):
+    """LLaMA-1's schedule as `train.PlainStep` takes it, step -> rate: the package's one
+    `schedule.warmup_cosine`, at `peak` over `steps` steps (the paper's warm-up and final
+    fraction unless given)."""
+    warmup_cosine(1, peak, warmup, steps, final)  # a bad warm-up or length fails here, not mid-run
+    return partial(warmup_cosine, peak=peak, warmup=warmup, steps=steps, final=final)
 
 
-def toy_run(step, batches, scheduler=None) -> pd.DataFrame:
+def toy_run(step, batches) -> pd.DataFrame:
     """Call `step` (a `train.PlainStep`) on each batch in turn; the loss and the learning
-    rate every step used, one row per step (steps counted from 1)."""
+    rate every step used (a scheduled step sets its rate as it starts), one row per step
+    (steps counted from 1)."""
     rows = []
     for i, ids in enumerate(batches, start=1):
-        lr = step.opt.param_groups[0]["lr"]
-        rows.append({"step": i, "lr": lr, "loss": float(step(ids))})
-        if scheduler is not None:
-            scheduler.step()
+        loss = float(step(ids))
+        rows.append({"step": i, "lr": step.opt.param_groups[0]["lr"], "loss": loss})
     return pd.DataFrame(rows).set_index("step")
