@@ -15,7 +15,6 @@ The endpoints, fixed before the first text run (`TEXT_ENDPOINTS`):
 """
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -25,6 +24,7 @@ from .config import Config
 from .fast import FastStep
 from .model import TinyLlama, answer_loss
 from .optim import DECAY
+from .schedule import warmup_cosine
 from .text import Corpus, gather, load_corpus, training_windows, windows
 from .train import PlainStep
 
@@ -82,10 +82,7 @@ class TextBudget:
 
     def lr_at(self, step: int) -> float:
         """The learning rate of step 1..steps: linear warm-up, then a cosine to final_lr."""
-        if step <= self.warmup:
-            return self.lr * step / self.warmup
-        progress = (step - self.warmup) / max(1, self.steps - self.warmup)
-        return self.lr * (self.final_lr + (1 - self.final_lr) * 0.5 * (1 + math.cos(math.pi * progress)))
+        return warmup_cosine(step, self.lr, self.warmup, self.steps, self.final_lr)
 
     @classmethod
     def for_steps(cls, steps: int | None = None, lr_scale: float = 1.0) -> TextBudget:

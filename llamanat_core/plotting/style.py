@@ -39,6 +39,9 @@ BLUE, ORANGE, SKY, GREEN, VERMILION, PURPLE, BLACK = (
 # Okabe-Ito has eight colours, one of them a yellow too pale for a line on white, and its
 # sky blue sits next to llama's blue: three more, dark enough for lines, from Paul Tol's.
 WINE, INDIGO, BROWN = "#882255", "#332288", "#661100"
+# The text study's three added controls: the colours farthest from all of the above, in
+# every simulated vision, among those dark enough for a line (searched on a grid).
+VIOLET, PERIWINKLE, AUBERGINE = "#9900FF", "#99AAFF", "#330044"
 
 # One colour per variant across the book, each far from every other (tested, also as
 # readers with the common colour-vision deficiencies see them).
@@ -52,10 +55,14 @@ VARIANT_COLORS = {
     "mqa": BLACK,
     "untied": INDIGO,
     "bias": BROWN,
+    "mha_matched": VIOLET,
+    "geglu": AUBERGINE,
+    "silu_mlp": PERIWINKLE,
 }
 # Groups of variants that share a figure (tested: no two of a group share a colour).
 FIGURE_GROUPS = (("llama", "layernorm", "postnorm"), ("llama", "abs_pos"), ("llama", "gelu_mlp"),
-                 ("llama", "mha", "mqa"), ("llama", "untied"), ("llama", "bias"))
+                 ("llama", "mha", "mqa"), ("llama", "untied"), ("llama", "bias"),
+                 ("llama", "mha", "mha_matched"), ("llama", "gelu_mlp", "geglu", "silu_mlp"))
 TASK_COLORS = {"addition": BLUE, "recall": VERMILION}
 CHANCE_COLOR = "#555555"
 
