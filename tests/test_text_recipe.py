@@ -74,7 +74,7 @@ def test_the_plan_opens_stage_by_stage_and_settles():
             want = (2.0 if r.variant == "postnorm" else 8.0) / (2 if size == "M" else 1)
             assert r.lr_scale == want, r.label
         common = by("tuned_common", size)
-        assert len(common) == (arms - 1) * n_first
+        assert len(common) == (arms - 1) * len(tr.COMMON_SEEDS[size])
         assert {r.lr_scale for r in common} == {8.0 / (2 if size == "M" else 1)}
     # M brackets start at each arm's S best: postnorm's grid is centred on 2, not 4
     m_post = {r.lr_scale for r in done.values() if r.size == "M" and r.variant == "postnorm"}

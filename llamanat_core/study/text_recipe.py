@@ -23,7 +23,8 @@ never chooses anything.
 2. at S, every arm at its own best rate and at the reference's (the common rate) on seeds
    0–9 (seeds 0–2 of a rate in the bracket are shared);
 3. the brackets at M, an arm's as soon as its S bracket is settled;
-4. at M, every arm at its own best rate and at the reference's on seeds 0–4;
+4. at M, every arm at its own best rate on seeds 0–4, and at the reference's on seeds 0–2
+   (`COMMON_SEEDS`: priced, the plan ran over its 12 hours, and seeds at M go first);
 5. the seeds the registered rule (`text_design`) adds to the comparisons it leaves open.
 The analysis of these runs is `text_design.decide_tuned`, registered before they ran.
 """
@@ -49,6 +50,9 @@ PILOT_BEST_SCALE = 8.0  # the pilot's best rate for the reference, where the S b
 START_SCALES = (0.5, 1.0, 2.0)  # relative to the centre: one factor of two either side
 LR_SEEDS = (0, 1, 2)
 FIRST_SEEDS = {"S": tuple(range(10)), "M": tuple(range(5))}
+# The common rate (each arm at the reference's best) on seeds 0-9 at S; at M only on the
+# bracket's seeds 0-2: the plan priced over its 12 hours, and seeds at M are cut first.
+COMMON_SEEDS = {"S": FIRST_SEEDS["S"], "M": LR_SEEDS}
 THETAS = (10.0, 100.0, 1_000_000.0)  # rotation bases, each against the reference's 10,000
 KEPT_SEEDS = (0, 1, 2)  # trained weights kept for the book's looks inside, at the best rate
 EVAL_EVERY = 100  # the validation curve: 24 points over the budget
@@ -123,8 +127,10 @@ def plan_estimate(step_ms: dict[str, float], eval_s: dict[str, float], extension
                      "runs": arms * (n_first - len(LR_SEEDS)), "seconds": secs})
         # the common rate: new runs only for an arm whose best differs from the
         # reference's (assumed: half of them), its seeds 0-2 there shared with its bracket
-        rows.append({"stage": f"common rate, seeds 3-{n_first - 1} (half the arms)", "size": size,
-                     "runs": (arms - 1) // 2 * (n_first - len(LR_SEEDS)), "seconds": secs})
+        n_common = len(COMMON_SEEDS[size])
+        if n_common > len(LR_SEEDS):
+            rows.append({"stage": f"common rate, seeds 3-{n_common - 1} (half the arms)", "size": size,
+                         "runs": (arms - 1) // 2 * (n_common - len(LR_SEEDS)), "seconds": secs})
     cpu = sum(r["runs"] * r["seconds"] for r in rows) / 3600
     return {"rows": rows, "cpu_hours": cpu, "wall_hours": cpu / 2}
 
@@ -212,7 +218,7 @@ def _size_stage(out: dict, size: str, centres: dict, stored: Stored, cut: tuple,
             seeds = FIRST_SEEDS[size] + tuple(added.get(arm_label(*arm), ()))
             out["tuned"] += [b.run(b.best, s) for s in seeds]
         if ref is not None and ref.best is not None and arm != REFERENCE_ARM:
-            out["tuned_common"] += [b.run(ref.best, s) for s in FIRST_SEEDS[size]]
+            out["tuned_common"] += [b.run(ref.best, s) for s in COMMON_SEEDS[size]]
     return {arm: b.best for arm, b in brackets.items()}
 
 
