@@ -88,7 +88,13 @@ def _add_fit(sub) -> None:
     p.add_argument("--answer", choices=("name", "copy"), default="name", help="recall answer formulation")
     p.add_argument("--rope-theta", type=float, default=None, help="override the RoPE base")
     p.add_argument("--lr-scale", type=float, default=1.0,
-                   help="text only: multiply the peak learning rate (1)")
+                   help="text only: multiply the peak rate of 1e-3 (1; the tuned study's reference "
+                        "is best at 8)")
+    p.add_argument("--recipe", choices=("tuned", "first"), default="tuned",
+                   help="text only: the tuned study's recipe (2,400 steps, decay on matrices, "
+                        "compiled unless LLAMANAT_COMPILE=0) or the first text study's (800 eager steps)")
+    p.add_argument("--size", choices=("S", "M"), default="S",
+                   help="text only: S, the reference, or M, twice its width")
     p.add_argument("--threads", type=_positive, default=1, help="torch threads (1, as the study)")
 
 

@@ -11,6 +11,7 @@ import torch
 
 from .chapters import ChapterError, run_chapters
 from .config import EXPECTED_PARAMETERS, VARIANTS, size_config, variant_changes, variant_config
+from .fast import compile_default
 from .model import TinyLlama
 from .paths import ARTIFACTS_DIR, FRESH_CHAPTERS_DIR, KV_TEXT_TIMING_PATH, KV_TIMING_PATH, ROOT
 from .probes.kv_cache_chapter import arithmetic_table, human_bytes, measure_text_timing, measure_timing
@@ -29,11 +30,11 @@ from .study import (
 from .study.executors import check_ray
 from .study.kv_timing import TEXT_TIMING_FIELDS, ensure_timing
 from .study.text_plan import LR_SEEDS, TEXT_MEASUREMENTS
-from .study.text_recipe import run_tuned, stored_in, tuned_plan
+from .study.text_recipe import recipe_budget, run_tuned, stored_in, tuned_plan
 from .study.verify import TOLERANCE, VERIFY_STEPS, describe, verify
 from .tasks import TRAIN_PAIRS
 from .text import VOCAB_SIZE, load_corpus
-from .text_train import TEXT_ENDPOINTS, TextBudget, fit_text
+from .text_train import SELECTION, TEXT_ENDPOINTS, TextBudget, fit_text
 from .train import Budget, TaskSpec, fit
 from .two_stage import study_plan, text_study_plan
 from .util import WriteError
@@ -75,6 +76,8 @@ def cmd_fit(args) -> int:
     overrides = {"rope_theta": args.rope_theta} if args.rope_theta is not None else {}
     if args.task == "text":
         return _fit_text(args, overrides)
+    if args.size != "S" or args.recipe != "tuned":
+        raise ValueError("--size and --recipe apply to --task text only")
     cfg = variant_config(args.variant, **overrides)
     budget = Budget.for_steps(args.steps, args.regime)
     pairs = TRAIN_PAIRS if args.pairs is None else args.pairs
@@ -105,8 +108,12 @@ def _fit_text(args, overrides: dict) -> int:
     """`llamanat fit --task text`: one text run, its validation curve and endpoints."""
     from tqdm.auto import tqdm  # the progress bar: only when a model trains
 
-    cfg = variant_config(args.variant, vocab_size=VOCAB_SIZE, **overrides)
-    budget = TextBudget.for_steps(args.steps, args.lr_scale)
+    cfg = variant_config(args.variant, size=args.size, vocab_size=VOCAB_SIZE, **overrides)
+    tuned = args.recipe == "tuned"
+    if tuned:
+        budget = recipe_budget(args.lr_scale, args.steps)
+    else:
+        budget = TextBudget.for_steps(args.steps, args.lr_scale)
     corpus = load_corpus()
     bar = tqdm(total=budget.steps, unit="step", file=sys.stderr, dynamic_ncols=True)
 
@@ -115,7 +122,7 @@ def _fit_text(args, overrides: dict) -> int:
         if step % 25 == 0:
             bar.set_postfix(loss=f"{loss:.4f}")
 
-    result = fit_text(cfg, args.seed, budget, corpus, progress)
+    result = fit_text(cfg, args.seed, budget, corpus, progress, compile=tuned and compile_default())
     bar.close()
     print(f"{args.variant} text seed={args.seed}: {result.model.num_parameters():,} parameters, "
           f"{budget.steps:,} steps of {budget.batch_size} windows of {budget.context} characters, "
@@ -123,7 +130,7 @@ def _fit_text(args, overrides: dict) -> int:
     print(f"{'step':>6} {'train loss':>11} {'val loss':>9}")
     for row in result.val_curve:
         print(f"{row['step']:>6} {row['train_loss']:>11.4f} {row['val_loss']:>9.4f}")
-    for name, what in TEXT_ENDPOINTS.items():
+    for name, what in {**TEXT_ENDPOINTS, **(SELECTION if tuned else {})}.items():
         v = result.endpoints[name]
         value = "not defined" if math.isnan(v) else f"{v:.4f} nats = {v / math.log(2):.4f} bits per character"
         print(f"{name:<10} {value}  ({what})")

@@ -9,7 +9,8 @@ import json
 import pytest
 
 from llamanat_core import two_stage
-from llamanat_core.study import STUDY_DIR, Run, unique_runs
+from llamanat_core.paths import WEIGHTS_DIR
+from llamanat_core.study import STUDY_DIR, Run, text_recipe, unique_runs
 from llamanat_core.study.results import frame
 from llamanat_core.study.run import record_key, run_from_record
 from llamanat_core.study.text_plan import keep_seeds, text_plan, text_run
@@ -50,8 +51,10 @@ def test_a_text_field_at_its_old_default_stays_out_of_the_record():
 
 
 def test_every_committed_run_file_is_rebuilt_from_the_plans():
+    stored = text_recipe.stored_in(STUDY_DIR, WEIGHTS_DIR)
     planned = unique_runs(two_stage.study_plan(train_added=True)) + \
-        unique_runs(two_stage.text_study_plan(train_added=True))
+        unique_runs(two_stage.text_study_plan(train_added=True)) + \
+        unique_runs(text_recipe.tuned_plan(stored))
     by_key = {r.key: r for r in planned}
     files = sorted((STUDY_DIR / "runs").glob("*.json"))
     kinds = set()

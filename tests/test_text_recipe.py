@@ -158,3 +158,10 @@ def test_the_plan_and_the_registered_analysis_choose_the_same_rates():
     own = {(r.size, tr.arm_label(r.variant, r.overrides)): r.lr_scale for r in plan["tuned"]}
     assert len(own) == 2 * len(tr.tuned_arms())
     assert all(best[k] == v for k, v in own.items())
+
+
+def test_fit_trains_the_tuned_recipe_by_default_and_refuses_text_flags_on_a_puzzle(capsys):
+    from llamanat_core.cli import main
+
+    assert main(["fit", "--variant", "llama", "--task", "addition", "--size", "M"]) != 0
+    assert "apply to --task text only" in capsys.readouterr().err
