@@ -10,6 +10,7 @@ chapter's sentence, `interval_agrees` checks a row's interval against its verdic
 """
 from __future__ import annotations
 
+import collections
 import math
 from dataclasses import dataclass
 
@@ -274,8 +275,28 @@ def _p_value(first, added, ep: Endpoint, analysis: str) -> float:
     return paired.p_value(first, added, stopped_early=added is None and not ep.first_seeds_only)
 
 
-def _one_comparison(pair: pd.DataFrame, ep: Endpoint, task: str, analysis: str) -> dict:
-    """Everything about one comparison that does not depend on the rest of its family."""
+STAGE_ONE_WHY = {"decided": "decided on the first 10 seeds", "equivalent": "equivalent on the first 10 seeds",
+                 "continue": f"undecided on the first 10 seeds: {len(sequential.ADDED_SEEDS)} seeds added"}
+
+
+def stage_one(first, both_at_chance: bool, margin: float, analysis: str = "corrected") -> tuple[bool, str]:
+    """Does stage 1 send this comparison on to the added seeds, and why? `first`: its ten
+    differences in units, `margin` in units. The corrected analysis asks the test its verdict
+    uses (`paired.first_look`, the sign test on the median), so a row is never stopped by one
+    test and judged by another; the registered one keeps the sign-flip rule it ran with
+    (`sequential.continues`)."""
+    if analysis == "registered":
+        return sequential.continues(first, both_at_chance=both_at_chance, margin=(-margin, margin))
+    if both_at_chance:
+        return False, "both at chance"
+    look = paired.first_look(np.asarray(first, float), unit=1.0, margin=margin)
+    return look == "continue", STAGE_ONE_WHY[look]
+
+
+def _one_comparison(pair: pd.DataFrame, ep: Endpoint, task: str, analysis: str,
+                    stage_rule: str | None = None) -> dict:
+    """Everything about one comparison that does not depend on the rest of its family
+    (`stage_rule`: whose stage-1 rule sends it on; by default its analysis's own)."""
     pair, first_pairs, added_pairs = stage_pairs(pair, ep.column)
     chance = _both_at_chance(first_pairs, ep, task)
     first = _units(first_pairs, ep)
@@ -283,8 +304,7 @@ def _one_comparison(pair: pd.DataFrame, ep: Endpoint, task: str, analysis: str) 
     if ep.first_seeds_only:
         used, added, stopped = first_pairs, None, "secondary: the first 10 seeds only"
     else:
-        go_on, stopped = sequential.continues(first, both_at_chance=chance,
-                                              margin=(-ep.margin / ep.unit, ep.margin / ep.unit))
+        go_on, stopped = stage_one(first, chance, ep.margin / ep.unit, stage_rule or analysis)
         use, pending, waiting = second_stage(go_on, added_pairs)
         added = _units(added_pairs, ep) if use else None
         used = pd.concat([first_pairs, added_pairs]) if use else first_pairs
@@ -376,7 +396,7 @@ def _finish(row: dict, ep: Endpoint, analysis: str) -> dict:
 
 
 def decide(results: pd.DataFrame, reference: str = "llama", analysis: str = "corrected",
-           adjust=None, with_registered: bool = True) -> pd.DataFrame:
+           adjust=None, with_registered: bool = True, stage_rule: str | None = None) -> pd.DataFrame:
     """Every comparison of the study decided on the endpoints fixed in `QUESTIONS`.
 
     Per comparison: the paired per-seed differences; stage 1 (seeds 0–9) and, where the
@@ -402,6 +422,9 @@ def decide(results: pd.DataFrame, reference: str = "llama", analysis: str = "cor
     `adjust`, if given, maps each measurement's `runs_table` before pairing (the
     sensitivity analyses: another solve threshold, cap or step; `sensitivity.py`), and
     `with_registered=False` skips the registered pass (its two columns are then missing).
+    `stage_rule="registered"` sends rows on by the registered sign-flip rule while judging them
+    by `analysis` (the book's construction before stage one asked the verdict's test:
+    `stage_one_moves`).
     """
     if analysis not in ANALYSES:
         raise ValueError(f"analysis must be one of {ANALYSES}, got {analysis!r}")
@@ -411,7 +434,7 @@ def decide(results: pd.DataFrame, reference: str = "llama", analysis: str = "cor
         if pair.empty:
             continue
         for ep in QUESTIONS[measurement]:
-            row = _one_comparison(pair, ep, task, analysis)
+            row = _one_comparison(pair, ep, task, analysis, stage_rule)
             rows.append({"measurement": measurement, "comparison": label, "task": task, "regime": regime,
                          "metric": ep.name, "primary": ep.primary, "reference": rlab, "control": clab,
                          "reference_arm": _arm(ref), "control_arm": _arm(ctl), **row})
@@ -523,3 +546,47 @@ verdict off its interval."""
         return inside and not (above or below)
     return better == (row.verdict == "better") and worse == (row.verdict == "worse") and \
         (inside and not (above or below)) == (row.verdict == "equivalent")
+
+
+def _look(stopped: str) -> str:
+    """A row's stage-1 outcome from its `stopped` text: decided, equivalent, continue, or other."""
+    for look, why in STAGE_ONE_WHY.items():
+        if stopped.startswith(why.split(":")[0]):
+            return look
+    return stopped
+
+
+def missing_added_runs(decisions: pd.DataFrame, runs: pd.DataFrame) -> dict[tuple, int]:
+    """Per arm that a row waiting for its added seeds needs, how many of seeds 10–39 have no
+    run yet (what `llamanat study --added-seeds` would train for it)."""
+    waiting = decisions[decisions.stopped.str.contains("so far")]
+    arms = {a for pair in zip(waiting.reference_arm, waiting.control_arm) for a in pair}
+    have = runs[runs.seed.isin(sequential.ADDED_SEEDS)]
+    present = collections.Counter(arm_of(r.task, r.variant, r.regime, r.rope_theta, r.answer)
+                                  for r in have.drop_duplicates("run").itertuples())
+    return {a: len(sequential.ADDED_SEEDS) - present.get(a, 0) for a in sorted(arms)
+            if present.get(a, 0) < len(sequential.ADDED_SEEDS)}
+
+
+def stage_one_moves(results: pd.DataFrame, reference: str = "llama") -> pd.DataFrame:
+    """Every primary row whose stage-1 outcome depends on the rule: the registered sign-flip
+    rule's (`rule_before`) against the sign test the verdict uses (`rule_now`), the verdict
+    the corrected analysis gave under each, and whether the added seeds it now needs exist
+    (`seeds`: `present`, or how many runs of which arms are missing)."""
+    key = ["measurement", "comparison", "task", "regime", "metric"]
+    before = decide(results, reference, with_registered=False, stage_rule="registered")
+    now = decide(results, reference, with_registered=False)
+    both = before.merge(now, on=key, suffixes=("_before", "_now"))
+    both = both[both.primary_before.astype(bool)]
+    rule_before, rule_now = both.stopped_before.map(_look), both.stopped_now.map(_look)
+    moved = both[rule_before != rule_now]
+    missing = missing_added_runs(now, runs_table(results))
+
+    def seeds(r) -> str:
+        arms = (r.reference_arm_now, r.control_arm_now)
+        gaps = [f"{missing[a]} runs of {a[1]} ({a[0]}, {a[2]})" for a in arms if a in missing]
+        return "; ".join(gaps) if gaps else "present" if _look(r.stopped_now) == "continue" else "not needed"
+    return pd.DataFrame({**{k: moved[k] for k in key}, "rule_before": rule_before[moved.index],
+                         "rule_now": rule_now[moved.index], "verdict_before": moved.verdict_before,
+                         "verdict_now": moved.verdict_now, "n_now": moved.n_now,
+                         "seeds": moved.apply(seeds, axis=1)}).reset_index(drop=True)
