@@ -590,3 +590,16 @@ def stage_one_moves(results: pd.DataFrame, reference: str = "llama") -> pd.DataF
                          "rule_now": rule_now[moved.index], "verdict_before": moved.verdict_before,
                          "verdict_now": moved.verdict_now, "n_now": moved.n_now,
                          "seeds": moved.apply(seeds, axis=1)}).reset_index(drop=True)
+
+
+def seed_pairs(results: pd.DataFrame, reference: str = "llama") -> dict[tuple, pd.DataFrame]:
+    """Every comparison's runs joined seed by seed (`pair_by_seed`: columns suffixed `_r`,
+    `_c`), keyed (measurement, comparison, task, regime) as `decide` labels its rows."""
+    return {(m, label, task, regime): pair_by_seed(ref, ctl)
+            for m, task, regime, label, _, _, ref, ctl in _comparisons(results, reference)}
+
+
+def used_pairs(pair: pd.DataFrame, n: int) -> pd.DataFrame:
+    """The pairs a row of `decide` with `n` seeds read: the first ten, or those and seeds 10–39."""
+    seeds = sequential.FIRST_SEEDS + (sequential.ADDED_SEEDS if n > len(sequential.FIRST_SEEDS) else ())
+    return pair[pair.seed.isin(seeds)]

@@ -74,7 +74,8 @@ def test_decide_has_every_column_and_agrees_with_itself(decided):
         assert excludes == (r.verdict in ("better", "worse")) == (r.p <= r.level), r
         tied = r.ci_low_ties or r.ci_high_ties
         inside = r.margin_low < r.ci_low and r.ci_high < r.margin_high and not tied
-        assert inside == (r.verdict == "equivalent"), r
+        # a decided row may lie inside the margin too (a small difference, shown): it is not equivalent
+        assert (inside and not excludes) == (r.verdict == "equivalent"), r
         assert comparisons.interval_agrees(pd.Series(r._asdict())), r
         assert r.ci_low <= r.effect <= r.ci_high, r
         if r.metric == "speed":
