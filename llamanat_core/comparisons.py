@@ -11,6 +11,7 @@ chapter's sentence, `interval_agrees` checks a row's interval against its verdic
 from __future__ import annotations
 
 import collections
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -396,7 +397,8 @@ def _finish(row: dict, ep: Endpoint, analysis: str) -> dict:
 
 
 def decide(results: pd.DataFrame, reference: str = "llama", analysis: str = "corrected",
-           adjust=None, with_registered: bool = True, stage_rule: str | None = None) -> pd.DataFrame:
+           adjust=None, with_registered: bool = True, stage_rule: str | None = None,
+           margin_scale: float = 1.0) -> pd.DataFrame:
     """Every comparison of the study decided on the endpoints fixed in `QUESTIONS`.
 
     Per comparison: the paired per-seed differences; stage 1 (seeds 0–9) and, where the
@@ -424,16 +426,20 @@ def decide(results: pd.DataFrame, reference: str = "llama", analysis: str = "cor
     `with_registered=False` skips the registered pass (its two columns are then missing).
     `stage_rule="registered"` sends rows on by the registered sign-flip rule while judging them
     by `analysis` (the book's construction before stage one asked the verdict's test:
-    `stage_one_moves`).
+    `stage_one_moves`). `margin_scale` multiplies every equivalence margin (on the scale the
+    endpoint is tested on: the speed margin as a log ratio), for `margin_sensitivity`.
     """
     if analysis not in ANALYSES:
         raise ValueError(f"analysis must be one of {ANALYSES}, got {analysis!r}")
+    if not margin_scale > 0:
+        raise ValueError(f"margin_scale must be positive, got {margin_scale}")
+    endpoints = {e.name: dataclasses.replace(e, margin=e.margin * margin_scale) for e in ENDPOINTS.values()}
     rows = []
     for measurement, task, regime, label, rlab, clab, ref, ctl in _comparisons(results, reference, adjust):
         pair = pair_by_seed(ref, ctl)
         if pair.empty:
             continue
-        for ep in QUESTIONS[measurement]:
+        for ep in (endpoints[e.name] for e in QUESTIONS[measurement]):
             row = _one_comparison(pair, ep, task, analysis, stage_rule)
             rows.append({"measurement": measurement, "comparison": label, "task": task, "regime": regime,
                          "metric": ep.name, "primary": ep.primary, "reference": rlab, "control": clab,
@@ -443,7 +449,7 @@ def decide(results: pd.DataFrame, reference: str = "llama", analysis: str = "cor
     family = ["measurement", "task", "regime", "metric"]
     # a row waiting for its added seeds is shown at the stage-1 level, where the rule that
     # sent it on says its interval neither excludes 0 nor fits the margin
-    df = decide_families(rows, family, lambda r: _finish(r, ENDPOINTS[r["metric"]], analysis),
+    df = decide_families(rows, family, lambda r: _finish(r, endpoints[r["metric"]], analysis),
                          pending_level=sequential.ALPHA_FIRST)
     df = _not_learned(df[DECISION_COLUMNS + ["both_at_chance"]], family)
     primary = df.primary.astype(bool) & df.p.notna() & ~df.stopped.str.contains("so far")
@@ -452,7 +458,8 @@ def decide(results: pd.DataFrame, reference: str = "llama", analysis: str = "cor
         return df.assign(registered_verdict=df.verdict, post_hoc=False)
     if not with_registered:
         return df
-    return _against_registered(df, decide(results, reference, "registered", adjust))
+    registered = decide(results, reference, "registered", adjust, margin_scale=margin_scale)
+    return _against_registered(df, registered)
 
 
 def _against_registered(corrected: pd.DataFrame, registered: pd.DataFrame) -> pd.DataFrame:

@@ -24,7 +24,7 @@ LAYERS = {
                  "text_train", "sampling"),
     "study": ("study",),
     "analysis": ("stats", "sequential", "paired", "families", "comparisons", "text_comparisons",
-                 "text_design", "text_design_check", "sensitivity", "solve_times", "two_stage",
+                 "text_design", "text_design_check", "sensitivity", "solve_times", "study_wide", "two_stage",
                  "decision_tables", "replication", "report", "claims"),
     "book": ("plotting", "probes", "mechanism", "diagram", "chapters", "commands", "cli", "book_ext"),
 }
