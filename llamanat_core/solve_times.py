@@ -83,7 +83,8 @@ def _row(row: pd.Series, pair: pd.DataFrame) -> dict:
     continued = int(row.n) > len(sequential.FIRST_SEEDS)
     b, c, p_mc = mcnemar_p(used, continued)
     return {"measurement": row.measurement, "comparison": row.comparison, "task": row.task,
-            "regime": row.regime, "n": int(row.n), "verdict": row.verdict,
+            "regime": row.regime, "control": row.control, "n": int(row.n), "verdict": row.verdict,
+            "stopped": row.stopped,
             "reference_solved": int((~used.censored_r.astype(bool)).sum()),
             "control_solved": int((~used.censored_c.astype(bool)).sum()),
             "only_control": b, "only_reference": c, "p_mcnemar": p_mc,
@@ -126,3 +127,27 @@ def rmst_verdict(low: float, high: float, margin: float = comparisons.SPEED.marg
     fewer steps unsolved), above 1 `worse`, inside the speed margin `equivalent`."""
     reading = read_interval(math.log(low), math.log(high), margin)
     return {"higher": "worse", "lower": "better"}.get(reading, reading)
+
+
+BRANCH_OF = {"decided on the first": "decided at ten", "equivalent on the first": "equivalent at ten",
+             "undecided on the first": "continued to forty"}
+"""A row's `stopped` text -> the resampling check's branch (`benchmarks/sequential_design.py`)."""
+
+
+def validated_branches(record: dict, coverage: float = 0.93, false: float = 0.05) -> list[str]:
+    """The branches of the censored-time resampling (`survival_resampling_validation.json`)
+    where the restricted-mean interval covers at least `coverage` and makes at most `false`
+    false decisions, as a share of the branch's own resamples (an early-stop cell is judged
+    on its own, not diluted by the others)."""
+    return [b for b, c in record["branches"].items()
+            if c["n"] and c["coverage"] >= coverage and c["false_in_branch"] <= false]
+
+
+def censored_verdicts(rows: pd.DataFrame, branches: list[str]) -> pd.DataFrame:
+    """`rows` (`speed_rows`) with the speed verdict the book reads: the restricted-mean
+    ratio's where the row's branch is validated (`validated_branches`), else the design's
+    capped-time verdict; `construction` says which."""
+    branch = rows.stopped.map(lambda s: next((b for k, b in BRANCH_OF.items() if s.startswith(k)), ""))
+    use = branch.isin(branches)
+    return rows.assign(branch=branch, construction=use.map({True: "restricted mean", False: "capped time"}),
+                       censored_verdict=rows.rmst_verdict.where(use, rows.verdict))
