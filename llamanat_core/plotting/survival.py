@@ -1,5 +1,5 @@
 """Time to solve as a censored time: each arm's Kaplan–Meier curve of the share of seeds
-not yet solved, its 95 % band, and the runs that never solved marked at the cap where
+not yet solved, its band at `CONFIDENCE`, and the runs that never solved marked at the cap where
 they are censored (not tied)."""
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.lines import Line2D
 
-from ..stats import kaplan_meier
+from ..stats import CONFIDENCE, kaplan_meier
 from .style import CHANCE_COLOR, NEUTRAL, PALETTE, keep_end_labels_inside, use_book_style
 
 REFERENCE = {"color": "#555555", "lw": 1.3, "ls": "--"}
 
 
 def _curve(ax, times, solved, cap: float, style: dict) -> None:
-    """One arm's Kaplan–Meier step curve from 0 to the cap, its pointwise 95 % band, and a
+    """One arm's Kaplan–Meier step curve from 0 to the cap, its pointwise band, and a
     tick at the cap for each run still unsolved there."""
     sf = kaplan_meier(times, solved)
     x = np.concatenate([[0.0], sf.quantiles, [cap]])
@@ -24,7 +24,7 @@ def _curve(ax, times, solved, cap: float, style: dict) -> None:
     ax.step(x, 100 * y, where="post", **style)
     with warnings.catch_warnings():  # the band is undefined where the curve reaches 0: no band there
         warnings.simplefilter("ignore", RuntimeWarning)
-        band = sf.confidence_interval(0.95)
+        band = sf.confidence_interval(CONFIDENCE)
     est = sf.probabilities
     low = np.where(np.isnan(band.low.probabilities), est, band.low.probabilities)
     high = np.where(np.isnan(band.high.probabilities), est, band.high.probabilities)
