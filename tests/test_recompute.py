@@ -31,8 +31,10 @@ def puzzle_runs(files, task, variant, regime):
     out = {}
     for f in files:
         r = f["record"]
+        if r["task"] != task:
+            continue
         arm = (r["variant"], r["budget"].get("regime", "finite"), r["answer"], r["overrides"])
-        if r["task"] == task and arm == (variant, regime, "name", []):
+        if arm == (variant, regime, "name", []):
             assert r["seed"] not in out
             out[r["seed"]] = f
     return out
