@@ -401,15 +401,16 @@ def decide(results: pd.DataFrame, reference: str = "llama", analysis: str = "cor
            margin_scale: float = 1.0) -> pd.DataFrame:
     """Every comparison of the study decided on the endpoints fixed in `QUESTIONS`.
 
-    Per comparison: the paired per-seed differences; stage 1 (seeds 0–9) and, where the
-    rule of `sequential.continues` sent it on, the added seeds; the design's exact p; Holm
-    within each family (measurement × task × regime × endpoint), which gives each row the
-    level it is tested at (`level`); the interval of the effect inverted from the same test
-    at that level; and the verdict read off the interval (`better`/`worse` when it excludes
-    no difference, `equivalent` when it lies inside the margin, `both at chance`,
-    `undecided`). The effect is the test's median-unbiased estimate (`sequential.estimate`,
-    inside its interval): for speed a ratio control / reference of the restricted time to
-    solve (below 1 the control learns sooner), for accuracy a difference. `prob_better` is
+    Per comparison: the paired per-seed differences; stage 1 (seeds 0–9) and, where
+    `stage_one` sent it on (the sign test; registered: sign flips), the added seeds; the
+    design's exact p; Holm within each family (measurement × task × regime × endpoint),
+    which gives each row the level it is tested at (`level`); the interval of the effect
+    inverted from the same test at that level; and the verdict read off the interval
+    (`better`/`worse` when it excludes no difference, `equivalent` when it lies inside the
+    margin, `both at chance`, `undecided`). The effect is the test's median-unbiased
+    estimate (`sequential.estimate`, inside its interval): for speed a ratio control /
+    reference of the restricted time to solve (below 1 the control learns sooner), for
+    accuracy a difference. `prob_better` is
     the chance the control beats the reference on a new seed (ties half), with a Wilson
     interval; `seeds_needed` the seeds per arm for 80 % power at
     the observed effect, for an undecided row. A family in which every row is at chance is
