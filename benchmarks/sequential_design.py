@@ -391,6 +391,9 @@ def main(argv=None) -> int:
     ap.add_argument("--text", action="store_true",
                     help="with --resample: the text study's rows "
                          f"(with --write, to {TEXT_RESAMPLE_OUT.name})")
+    ap.add_argument("--survival", action="store_true",
+                    help="with --resample: the censored-time construction on the speed rows "
+                         f"(with --write, to {SURVIVAL_OUT.name})")
     args = ap.parse_args(argv)
     if args.resample:
         return resample_main(args)
@@ -431,8 +434,166 @@ def main(argv=None) -> int:
     return 0
 
 
+SURVIVAL_OUT = STUDY_DIR / "survival_resampling_validation.json"
+SURVIVAL_DRAWS = 60
+"""Draws per truth of the committed survival validation (`--resample --survival`)."""
+SURVIVAL_PERMUTATIONS = 1000
+"""Relabellings per log-rank stage past 14 pairs in the resampling (the book's rows use 4,000)."""
+
+
+def survival_rows() -> list[dict]:
+    """Each primary speed row's seed pairs (every seed both arms have): time to solve or the
+    cap, and whether it solved, control and reference; rows at chance are left out."""
+    from llamanat_core import comparisons
+    from llamanat_core.study import load_results
+
+    results = load_results()
+    decisions = comparisons.decide(results, with_registered=False)
+    pairs = comparisons.seed_pairs(results)
+    speed = decisions[(decisions.metric == "speed") & decisions.primary.astype(bool)
+                      & ~decisions.verdict.isin(["both at chance", "not learned"])]
+    out = []
+    for r in speed.itertuples():
+        pr = pairs[(r.measurement, r.comparison, r.task, r.regime)]
+        out.append({"comparison": f"{r.measurement} {r.task} {r.regime} {r.comparison}",
+                    "t_c": pr.time_capped_c.to_numpy(float), "e_c": ~pr.censored_c.astype(bool).to_numpy(),
+                    "t_r": pr.time_capped_r.to_numpy(float), "e_r": ~pr.censored_r.astype(bool).to_numpy(),
+                    "cap": float(pr.steps_r.max())})
+    return out
+
+
+def slowed(t: np.ndarray, e: np.ndarray, factor: float, cap: float) -> tuple[np.ndarray, np.ndarray]:
+    """Solve times multiplied by `factor`, on the evaluation grid, censored again at the cap."""
+    t2 = np.where(e, np.ceil(t * factor / EVERY) * EVERY, cap)
+    return np.minimum(t2, cap), e & (t2 <= cap)
+
+
+def survival_populations(row: dict) -> dict:
+    """Known truths for one speed row's pairs: no difference (each pair and its swap), the
+    row as observed, and the control's solve times stretched until the restricted-mean ratio
+    sits at the margin, on the side the row lies (equivalence there is a false claim)."""
+    t_c, e_c, t_r, e_r, cap = row["t_c"], row["e_c"], row["t_r"], row["e_r"], row["cap"]
+    swap = (np.concatenate([t_c, t_r]), np.concatenate([e_c, e_r]),
+            np.concatenate([t_r, t_c]), np.concatenate([e_r, e_c]))
+    ratio = t_c.mean() / t_r.mean()
+    goal = math.exp(math.copysign(SPEED_MARGIN, math.log(ratio) if ratio != 1 else 1.0))
+    lo, hi = 0.05, 20.0  # the factor that puts the restricted-mean ratio at the margin
+    for _ in range(40):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if slowed(t_c, e_c, mid, cap)[0].mean() / t_r.mean() < goal else (lo, mid)
+    edge = (*slowed(t_c, e_c, hi, cap), t_r, e_r)
+    return {"no difference": swap, "as observed": (t_c, e_c, t_r, e_r), "ratio at the margin": edge}
+
+
+SPEED_MARGIN = math.log(1.25)
+
+
+def survival_look(t_c, e_c, t_r, e_r, branch: str, cap: float) -> dict:
+    """The censored-time reading of one resampled row, on the branch stage one took: the
+    restricted-mean ratio's interval and verdict, and the log-rank's and McNemar's rejections."""
+    from llamanat_core import solve_times
+
+    n1 = len(sequential.FIRST_SEEDS)
+    continued = branch == BRANCHES[2]
+    use = slice(None) if continued else slice(0, n1)
+    level = RESAMPLE_LEVEL if continued else min(RESAMPLE_LEVEL, sequential.ALPHA_FIRST)
+    x_c, x_r = np.column_stack([t_c[use], e_c[use]]), np.column_stack([t_r[use], e_r[use]])
+    ratio, low, high = stats.paired_bootstrap_ratio(x_c, x_r, stats.capped_mean, level, draws=1000)
+    verdict = solve_times.rmst_verdict(low, high, SPEED_MARGIN)
+
+    def tails(s):
+        return stats.paired_logrank_tails(t_c[s], e_c[s], t_r[s], e_r[s], draws=SURVIVAL_PERMUTATIONS)
+
+    up, down = tails(slice(0, n1))
+    if continued:
+        up2, down2 = tails(slice(n1, None))
+        up, down = sequential.combine(up, up2), sequential.combine(down, down2)
+    solved_c, solved_r = e_c[use], e_r[use]
+    mcnemar = stats.mcnemar_exact(int((solved_c & ~solved_r).sum()), int((~solved_c & solved_r).sum()))
+    return {"low": low, "high": high, "verdict": verdict, "level": level,
+            "logrank": sequential.two_sided(up, down) <= level, "logrank_sooner": up < down,
+            "mcnemar": mcnemar <= level}
+
+
+def score(cell: dict, truth_name: str, truth: float, look: dict) -> None:
+    """Add one resample's reading to its branch's tally: covered, a false decision by the
+    restricted-mean ratio, by the log-rank, by McNemar (any rejection under no difference)."""
+    covered = int(look["low"] <= truth <= look["high"])
+    null = truth_name == "no difference"
+    decided = "decided" if look["verdict"] in ("better", "worse") else look["verdict"]
+    false = int(false_decision(math.log(look["low"]), math.log(look["high"]), decided,
+                               0.0 if null else math.log(truth), SPEED_MARGIN))
+    lr_false = int(look["logrank"] and (null or look["logrank_sooner"] != (truth < 1)))
+    for k, v in (("n", 1), ("covered", covered), ("false", false), ("logrank_false", lr_false),
+                 ("mcnemar_false", int(look["mcnemar"] and null))):
+        cell[k] += v
+    by = cell["by_truth"].setdefault(truth_name, [0, 0, 0, 0])
+    for i, v in enumerate((1, covered, false, lr_false)):
+        by[i] += v
+
+
+def survival_resampling(seed: int, draws: int) -> dict:
+    """The censored-time construction through the study's whole rule on each speed row's own
+    pairs: stage one branched by the corrected design's rule (the sign test on the capped
+    log ratios), then the restricted-mean ratio scored against the population's, per branch:
+    coverage, and false decisions (a decision of the wrong sign, any decision when there is
+    no difference, equivalence at the margin) as a share of all resamples and of the branch's
+    own; the log-rank's and McNemar's rejections under no difference likewise."""
+    from llamanat_core import comparisons
+
+    rng = np.random.default_rng(seed)
+    rows = survival_rows()
+    cells = {b: {"n": 0, "covered": 0, "false": 0, "logrank_false": 0, "mcnemar_false": 0,
+                 "by_truth": {}} for b in BRANCHES}
+    margin_units = SPEED_MARGIN / UNIT
+    for row in rows:
+        for truth_name, (t_c, e_c, t_r, e_r) in survival_populations(row).items():
+            truth = float(t_c.mean() / t_r.mean())
+            for _ in range(draws):
+                pick = rng.integers(0, len(t_c), sequential.MAX_SEEDS)
+                d = units(t_c[pick], t_r[pick])
+                chance = bool(not e_c[pick][:10].any() and not e_r[pick][:10].any())
+                if chance:
+                    continue  # both arms at the cap on all ten: never tested
+                go_on, why = comparisons.stage_one(d[:10], False, margin_units)
+                branch = BRANCHES[2] if go_on else BRANCHES[0] if why.startswith("decided") else BRANCHES[1]
+                score(cells[branch], truth_name, truth,
+                      survival_look(t_c[pick], e_c[pick], t_r[pick], e_r[pick], branch, row["cap"]))
+    total = sum(c["n"] for c in cells.values())
+    for c in cells.values():
+        c["coverage"] = c["covered"] / c["n"] if c["n"] else math.nan
+        c["false_rate"] = c["false"] / total
+        c["false_in_branch"] = c["false"] / c["n"] if c["n"] else math.nan
+        c["logrank_false_in_branch"] = c["logrank_false"] / c["n"] if c["n"] else math.nan
+    return {"rows": len(rows), "draws_per_truth": draws, "resamples": total, "seed": seed,
+            "level": RESAMPLE_LEVEL, "truths": ["no difference", "as observed", "ratio at the margin"],
+            "stage_one_rule": "comparisons.stage_one (the sign test on the capped log ratios)",
+            "command": f"python benchmarks/sequential_design.py --resample {draws} --survival --write",
+            "branches": cells}
+
+
+def print_survival(rec: dict) -> None:
+    print(f"censored-time construction, {rec['rows']} speed rows x {len(rec['truths'])} truths x "
+          f"{rec['draws_per_truth']} draws = {rec['resamples']:,} resamples")
+    for branch, c in rec["branches"].items():
+        print(f"  {branch:>20}: {c['n']:>6,}, coverage {c['coverage']:.1%}, false {c['false_rate']:.2%} "
+              f"of all, {c['false_in_branch']:.2%} of the branch; log-rank false "
+              f"{c['logrank_false_in_branch']:.2%}")
+        for truth, (n, covered, false, lr) in c["by_truth"].items():
+            print(f"      {truth:>22}: {n:>6,}, coverage {covered / n:.1%}, false {false / n:.2%}, "
+                  f"log-rank false {lr / n:.2%}")
+
+
 def resample_main(args) -> int:
     t0 = time.perf_counter()
+    if args.survival:
+        rec = survival_resampling(args.seed, SURVIVAL_DRAWS if args.resample == -1 else args.resample)
+        print_survival(rec)
+        print(f"({time.perf_counter() - t0:.0f} s)")
+        if args.write:
+            atomic_write_text(Path(SURVIVAL_OUT), json.dumps(rec, indent=1, sort_keys=True) + "\n")
+            print(f"written: {SURVIVAL_OUT}")
+        return 0
     draws = RESAMPLE_DRAWS[args.text] if args.resample == -1 else args.resample
     rec = resampling(args.seed, draws, args.text)
     print_resampling(rec)

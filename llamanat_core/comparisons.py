@@ -10,6 +10,8 @@ chapter's sentence, `interval_agrees` checks a row's interval against its verdic
 """
 from __future__ import annotations
 
+import collections
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -274,8 +276,28 @@ def _p_value(first, added, ep: Endpoint, analysis: str) -> float:
     return paired.p_value(first, added, stopped_early=added is None and not ep.first_seeds_only)
 
 
-def _one_comparison(pair: pd.DataFrame, ep: Endpoint, task: str, analysis: str) -> dict:
-    """Everything about one comparison that does not depend on the rest of its family."""
+STAGE_ONE_WHY = {"decided": "decided on the first 10 seeds", "equivalent": "equivalent on the first 10 seeds",
+                 "continue": f"undecided on the first 10 seeds: {len(sequential.ADDED_SEEDS)} seeds added"}
+
+
+def stage_one(first, both_at_chance: bool, margin: float, analysis: str = "corrected") -> tuple[bool, str]:
+    """Does stage 1 send this comparison on to the added seeds, and why? `first`: its ten
+    differences in units, `margin` in units. The corrected analysis asks the test its verdict
+    uses (`paired.first_look`, the sign test on the median), so a row is never stopped by one
+    test and judged by another; the registered one keeps the sign-flip rule it ran with
+    (`sequential.continues`)."""
+    if analysis == "registered":
+        return sequential.continues(first, both_at_chance=both_at_chance, margin=(-margin, margin))
+    if both_at_chance:
+        return False, "both at chance"
+    look = paired.first_look(np.asarray(first, float), unit=1.0, margin=margin)
+    return look == "continue", STAGE_ONE_WHY[look]
+
+
+def _one_comparison(pair: pd.DataFrame, ep: Endpoint, task: str, analysis: str,
+                    stage_rule: str | None = None) -> dict:
+    """Everything about one comparison that does not depend on the rest of its family
+    (`stage_rule`: whose stage-1 rule sends it on; by default its analysis's own)."""
     pair, first_pairs, added_pairs = stage_pairs(pair, ep.column)
     chance = _both_at_chance(first_pairs, ep, task)
     first = _units(first_pairs, ep)
@@ -283,8 +305,7 @@ def _one_comparison(pair: pd.DataFrame, ep: Endpoint, task: str, analysis: str) 
     if ep.first_seeds_only:
         used, added, stopped = first_pairs, None, "secondary: the first 10 seeds only"
     else:
-        go_on, stopped = sequential.continues(first, both_at_chance=chance,
-                                              margin=(-ep.margin / ep.unit, ep.margin / ep.unit))
+        go_on, stopped = stage_one(first, chance, ep.margin / ep.unit, stage_rule or analysis)
         use, pending, waiting = second_stage(go_on, added_pairs)
         added = _units(added_pairs, ep) if use else None
         used = pd.concat([first_pairs, added_pairs]) if use else first_pairs
@@ -376,18 +397,20 @@ def _finish(row: dict, ep: Endpoint, analysis: str) -> dict:
 
 
 def decide(results: pd.DataFrame, reference: str = "llama", analysis: str = "corrected",
-           adjust=None, with_registered: bool = True) -> pd.DataFrame:
+           adjust=None, with_registered: bool = True, stage_rule: str | None = None,
+           margin_scale: float = 1.0) -> pd.DataFrame:
     """Every comparison of the study decided on the endpoints fixed in `QUESTIONS`.
 
-    Per comparison: the paired per-seed differences; stage 1 (seeds 0–9) and, where the
-    rule of `sequential.continues` sent it on, the added seeds; the design's exact p; Holm
-    within each family (measurement × task × regime × endpoint), which gives each row the
-    level it is tested at (`level`); the interval of the effect inverted from the same test
-    at that level; and the verdict read off the interval (`better`/`worse` when it excludes
-    no difference, `equivalent` when it lies inside the margin, `both at chance`,
-    `undecided`). The effect is the test's median-unbiased estimate (`sequential.estimate`,
-    inside its interval): for speed a ratio control / reference of the restricted time to
-    solve (below 1 the control learns sooner), for accuracy a difference. `prob_better` is
+    Per comparison: the paired per-seed differences; stage 1 (seeds 0–9) and, where
+    `stage_one` sent it on (the sign test; registered: sign flips), the added seeds; the
+    design's exact p; Holm within each family (measurement × task × regime × endpoint),
+    which gives each row the level it is tested at (`level`); the interval of the effect
+    inverted from the same test at that level; and the verdict read off the interval
+    (`better`/`worse` when it excludes no difference, `equivalent` when it lies inside the
+    margin, `both at chance`, `undecided`). The effect is the test's median-unbiased
+    estimate (`sequential.estimate`, inside its interval): for speed a ratio control /
+    reference of the restricted time to solve (below 1 the control learns sooner), for
+    accuracy a difference. `prob_better` is
     the chance the control beats the reference on a new seed (ties half), with a Wilson
     interval; `seeds_needed` the seeds per arm for 80 % power at
     the observed effect, for an undecided row. A family in which every row is at chance is
@@ -402,16 +425,23 @@ def decide(results: pd.DataFrame, reference: str = "llama", analysis: str = "cor
     `adjust`, if given, maps each measurement's `runs_table` before pairing (the
     sensitivity analyses: another solve threshold, cap or step; `sensitivity.py`), and
     `with_registered=False` skips the registered pass (its two columns are then missing).
+    `stage_rule="registered"` sends rows on by the registered sign-flip rule while judging them
+    by `analysis` (the book's construction before stage one asked the verdict's test:
+    `stage_one_moves`). `margin_scale` multiplies every equivalence margin (on the scale the
+    endpoint is tested on: the speed margin as a log ratio), for `margin_sensitivity`.
     """
     if analysis not in ANALYSES:
         raise ValueError(f"analysis must be one of {ANALYSES}, got {analysis!r}")
+    if not margin_scale > 0:
+        raise ValueError(f"margin_scale must be positive, got {margin_scale}")
+    endpoints = {e.name: dataclasses.replace(e, margin=e.margin * margin_scale) for e in ENDPOINTS.values()}
     rows = []
     for measurement, task, regime, label, rlab, clab, ref, ctl in _comparisons(results, reference, adjust):
         pair = pair_by_seed(ref, ctl)
         if pair.empty:
             continue
-        for ep in QUESTIONS[measurement]:
-            row = _one_comparison(pair, ep, task, analysis)
+        for ep in (endpoints[e.name] for e in QUESTIONS[measurement]):
+            row = _one_comparison(pair, ep, task, analysis, stage_rule)
             rows.append({"measurement": measurement, "comparison": label, "task": task, "regime": regime,
                          "metric": ep.name, "primary": ep.primary, "reference": rlab, "control": clab,
                          "reference_arm": _arm(ref), "control_arm": _arm(ctl), **row})
@@ -420,7 +450,7 @@ def decide(results: pd.DataFrame, reference: str = "llama", analysis: str = "cor
     family = ["measurement", "task", "regime", "metric"]
     # a row waiting for its added seeds is shown at the stage-1 level, where the rule that
     # sent it on says its interval neither excludes 0 nor fits the margin
-    df = decide_families(rows, family, lambda r: _finish(r, ENDPOINTS[r["metric"]], analysis),
+    df = decide_families(rows, family, lambda r: _finish(r, endpoints[r["metric"]], analysis),
                          pending_level=sequential.ALPHA_FIRST)
     df = _not_learned(df[DECISION_COLUMNS + ["both_at_chance"]], family)
     primary = df.primary.astype(bool) & df.p.notna() & ~df.stopped.str.contains("so far")
@@ -429,7 +459,8 @@ def decide(results: pd.DataFrame, reference: str = "llama", analysis: str = "cor
         return df.assign(registered_verdict=df.verdict, post_hoc=False)
     if not with_registered:
         return df
-    return _against_registered(df, decide(results, reference, "registered", adjust))
+    registered = decide(results, reference, "registered", adjust, margin_scale=margin_scale)
+    return _against_registered(df, registered)
 
 
 def _against_registered(corrected: pd.DataFrame, registered: pd.DataFrame) -> pd.DataFrame:
@@ -523,3 +554,60 @@ verdict off its interval."""
         return inside and not (above or below)
     return better == (row.verdict == "better") and worse == (row.verdict == "worse") and \
         (inside and not (above or below)) == (row.verdict == "equivalent")
+
+
+def _look(stopped: str) -> str:
+    """A row's stage-1 outcome from its `stopped` text: decided, equivalent, continue, or other."""
+    for look, why in STAGE_ONE_WHY.items():
+        if stopped.startswith(why.split(":")[0]):
+            return look
+    return stopped
+
+
+def missing_added_runs(decisions: pd.DataFrame, runs: pd.DataFrame) -> dict[tuple, int]:
+    """Per arm that a row waiting for its added seeds needs, how many of seeds 10–39 have no
+    run yet (what `llamanat study --added-seeds` would train for it)."""
+    waiting = decisions[decisions.stopped.str.contains("so far")]
+    arms = {a for pair in zip(waiting.reference_arm, waiting.control_arm) for a in pair}
+    have = runs[runs.seed.isin(sequential.ADDED_SEEDS)]
+    present = collections.Counter(arm_of(r.task, r.variant, r.regime, r.rope_theta, r.answer)
+                                  for r in have.drop_duplicates("run").itertuples())
+    return {a: len(sequential.ADDED_SEEDS) - present.get(a, 0) for a in sorted(arms)
+            if present.get(a, 0) < len(sequential.ADDED_SEEDS)}
+
+
+def stage_one_moves(results: pd.DataFrame, reference: str = "llama") -> pd.DataFrame:
+    """Every primary row whose stage-1 outcome depends on the rule: the registered sign-flip
+    rule's (`rule_before`) against the sign test the verdict uses (`rule_now`), the verdict
+    the corrected analysis gave under each, and whether the added seeds it now needs exist
+    (`seeds`: `present`, or how many runs of which arms are missing)."""
+    key = ["measurement", "comparison", "task", "regime", "metric"]
+    before = decide(results, reference, with_registered=False, stage_rule="registered")
+    now = decide(results, reference, with_registered=False)
+    both = before.merge(now, on=key, suffixes=("_before", "_now"))
+    both = both[both.primary_before.astype(bool)]
+    rule_before, rule_now = both.stopped_before.map(_look), both.stopped_now.map(_look)
+    moved = both[rule_before != rule_now]
+    missing = missing_added_runs(now, runs_table(results))
+
+    def seeds(r) -> str:
+        arms = (r.reference_arm_now, r.control_arm_now)
+        gaps = [f"{missing[a]} runs of {a[1]} ({a[0]}, {a[2]})" for a in arms if a in missing]
+        return "; ".join(gaps) if gaps else "present" if _look(r.stopped_now) == "continue" else "not needed"
+    return pd.DataFrame({**{k: moved[k] for k in key}, "rule_before": rule_before[moved.index],
+                         "rule_now": rule_now[moved.index], "verdict_before": moved.verdict_before,
+                         "verdict_now": moved.verdict_now, "n_now": moved.n_now,
+                         "seeds": moved.apply(seeds, axis=1)}).reset_index(drop=True)
+
+
+def seed_pairs(results: pd.DataFrame, reference: str = "llama") -> dict[tuple, pd.DataFrame]:
+    """Every comparison's runs joined seed by seed (`pair_by_seed`: columns suffixed `_r`,
+    `_c`), keyed (measurement, comparison, task, regime) as `decide` labels its rows."""
+    return {(m, label, task, regime): pair_by_seed(ref, ctl)
+            for m, task, regime, label, _, _, ref, ctl in _comparisons(results, reference)}
+
+
+def used_pairs(pair: pd.DataFrame, n: int) -> pd.DataFrame:
+    """The pairs a row of `decide` with `n` seeds read: the first ten, or those and seeds 10–39."""
+    seeds = sequential.FIRST_SEEDS + (sequential.ADDED_SEEDS if n > len(sequential.FIRST_SEEDS) else ())
+    return pair[pair.seed.isin(seeds)]

@@ -400,3 +400,45 @@ __all__ = ["chapter_decisions", "decision_table", "OUTCOME", "TEST", "decision_c
            "margin_text", "signed", "is_ratio", "row_label", "is_pending",
            "arm_runs", "solved_of", "arm_values",
            "paired_values", "difference_sd", "METRIC_TITLES", "MEASUREMENT_TITLES", "SHORT_TITLES"]
+
+
+# ---------------------------------------------------------------- censored times and the study as one
+
+def _ratio_text(ratio: float, low: float, high: float) -> str:
+    return f"×{ratio:.2f} [{low:.2f}, {high:.2f}]"
+
+
+def censored_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """`solve_times.censored_verdicts` as the results chapter shows it: per speed row, the
+    solves (reference first), McNemar's p and reading, the log-rank's, the restricted-mean
+    ratio with its interval and reading, the design's capped-time verdict and the one the
+    book reads (`speed verdict`, by the construction the resampling check validates)."""
+    out = pd.DataFrame({
+        "comparison": [row_label(r) for r in rows.itertuples()], "n": rows.n.astype(int),
+        "solved": [f"{int(r.reference_solved)} / {int(r.control_solved)}" for r in rows.itertuples()],
+        "McNemar p": rows.p_mcnemar.map(lambda p: f"{p:.3g}"), "solves": rows.solves_verdict,
+        "log-rank p": rows.p_logrank.map(lambda p: f"{p:.3g}"), "curves": rows.logrank_verdict,
+        "restricted mean": [_ratio_text(r.rmst_ratio, r.rmst_low, r.rmst_high) for r in rows.itertuples()],
+        "its verdict": rows.rmst_verdict, "capped time": rows.verdict,
+        "speed verdict": rows.censored_verdict})
+    return out.set_index("comparison")
+
+
+def stage_one_table(moves: pd.DataFrame) -> pd.DataFrame:
+    """`comparisons.stage_one_moves` as the methods chapter shows it."""
+    label = [f"{r.comparison}, {r.task}, {r.regime}" for r in moves.itertuples()]
+    out = moves.assign(comparison=label, endpoint=moves.metric.map(SHORT_TITLES))
+    cols = {"endpoint": "endpoint", "rule_before": "sign flips said", "rule_now": "sign test says",
+            "n_now": "n", "verdict_before": "verdict before", "verdict_now": "verdict now",
+            "seeds": "added seeds"}
+    return out.set_index("comparison")[list(cols)].rename(columns=cols)
+
+
+def margin_table(moved: pd.DataFrame) -> pd.DataFrame:
+    """`study_wide.margin_sensitivity` as the methods chapter shows it: each row whose verdict
+    changes, the margin scale, and its verdict at the study's margin and at the scaled one."""
+    endpoint = moved.metric.map(lambda m: SHORT_TITLES.get(m, "held-out loss"))
+    out = moved.assign(endpoint=endpoint, margin=moved.scale.map(lambda s: f"×{s:g}"))
+    cols = {"study": "study", "family": "family", "endpoint": "endpoint", "margin": "margin",
+            "verdict": "verdict", "verdict_scaled": "at the scaled margin"}
+    return out.set_index("comparison")[list(cols)].rename(columns=cols)

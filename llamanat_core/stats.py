@@ -285,3 +285,124 @@ def two_stage_tail(p1: float, p2: float, w1: float, alpha_first: float) -> float
     z = w1 * -scipy.special.ndtri(p1) + w2 * -scipy.special.ndtri(p2)  # norm.isf, fast
     continued = float(np.sum(density * scipy.special.ndtr(-((z - w1 * x) / w2))))
     return min(1.0, alpha_first / 2 + continued)
+
+
+# ---------------------------------------------------------------- paired solves and censored times
+
+def mcnemar_exact(only_control: int, only_reference: int) -> float:
+    """Exact two-sided McNemar p for paired yes/no outcomes (here: solved within the cap):
+    only the discordant pairs count (the control solved and its reference did not, and the
+    reverse), and under "each arm as likely to solve" each discordant pair falls either way
+    with probability 1/2, so p = min(1, 2 P(Binomial(b + c, 1/2) <= min(b, c))); no
+    discordant pair gives 1."""
+    b, c = int(only_control), int(only_reference)
+    if b < 0 or c < 0:
+        raise ValueError(f"discordant counts must be >= 0, got {b} and {c}")
+    if b + c == 0:
+        return 1.0
+    return min(1.0, 2.0 * float(scipy.stats.binom.cdf(min(b, c), b + c, 0.5)))
+
+
+def _times(times, solved) -> tuple[np.ndarray, np.ndarray]:
+    t, e = np.asarray(times, dtype=float), np.asarray(solved, dtype=bool)
+    if t.ndim != 1 or t.shape != e.shape or t.size == 0 or not np.all(np.isfinite(t)):
+        raise ValueError("times and solved must be non-empty 1-d arrays of one length, times finite")
+    return t, e
+
+
+def kaplan_meier(times, solved):
+    """The Kaplan–Meier estimate of P(not solved by step t), a run that never solved being
+    right-censored at its last step (not tied there): `scipy.stats.ecdf` on
+    `scipy.stats.CensoredData`; returns its survival function (`.quantiles`, `.probabilities`)."""
+    t, e = _times(times, solved)
+    data = scipy.stats.CensoredData(uncensored=t[e], right=t[~e])
+    return scipy.stats.ecdf(data).sf
+
+
+def restricted_mean(times, solved, cap: float) -> float:
+    """The restricted mean time to solve: the area under the Kaplan–Meier curve from 0 to
+    `cap`, the expected steps spent unsolved within the cap. It needs no value for a run
+    that never solves, only that it was followed to the cap."""
+    t, e = _times(times, solved)
+    if np.any(t[~e] < cap):
+        raise ValueError("a run censored before the cap: the restricted mean needs every run followed to it")
+    sf = kaplan_meier(t, e)
+    knots = np.concatenate([[0.0], sf.quantiles[sf.quantiles < cap], [cap]])
+    heights = np.concatenate([[1.0], sf.probabilities[sf.quantiles < cap]])
+    return float(np.sum(heights * np.diff(knots)))
+
+
+def logrank_z(t_a, e_a, t_b, e_b) -> np.ndarray:
+    """The log-rank statistic of arm a against arm b, (O − E) / √V for arm a's solves, for
+    one or many assignments at once: each argument (..., n) broadcast, the last axis the
+    runs. Positive when arm a solves sooner than its share at risk predicts. Equals
+    `scipy.stats.logrank`'s statistic on the same data (tested); written out so a
+    permutation can evaluate thousands of relabellings in one pass."""
+    t_a, t_b = np.asarray(t_a, float), np.asarray(t_b, float)
+    e_a, e_b = np.asarray(e_a, bool), np.asarray(e_b, bool)
+    events = np.unique(np.concatenate([t_a[e_a], t_b[e_b]]))
+    at_a = (t_a[..., None] >= events).sum(-2)  # (..., events): arm a still unsolved at each time
+    at_b = (t_b[..., None] >= events).sum(-2)
+    d_a = ((t_a[..., None] == events) & e_a[..., None]).sum(-2)
+    d_b = ((t_b[..., None] == events) & e_b[..., None]).sum(-2)
+    n, d = at_a + at_b, d_a + d_b
+    with np.errstate(invalid="ignore", divide="ignore"):
+        expected = np.where(n > 0, d * at_a / n, 0.0)
+        var = np.where(n > 1, d * (at_a / n) * (1 - at_a / n) * (n - d) / (n - 1), 0.0)
+    o_e, v = (d_a - expected).sum(-1), var.sum(-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(v > 0, o_e / np.sqrt(np.where(v > 0, v, 1.0)), 0.0)
+
+
+def _swap_patterns(n: int, draws: int, seed: int) -> np.ndarray:
+    """Which pairs swap arms: all 2^n patterns when there are at most 2^14, else `draws`
+    random ones (a fixed generator seed, so the same data give the same p)."""
+    if n <= 14:
+        return ((np.arange(2 ** n)[:, None] >> np.arange(n)) & 1).astype(bool)
+    return np.random.default_rng(seed).random((draws, n)) < 0.5
+
+
+def paired_logrank_tails(t_c, e_c, t_r, e_r, draws: int = 4000, seed: int = 0) -> tuple[float, float]:
+    """One-sided p-values (control solves sooner, control solves later) of the log-rank
+    statistic with its null distribution from swapping the two runs of a seed (the pairing by
+    seed honoured: under "the arm changes nothing" a seed's two runs are exchangeable).
+    Exact over every pattern up to 14 pairs, else `draws` random patterns with the observed
+    one counted in, so p is never below 1 / (draws + 1)."""
+    t_c, e_c = _times(t_c, e_c)
+    t_r, e_r = _times(t_r, e_r)
+    if t_c.shape != t_r.shape:
+        raise ValueError("paired_logrank_tails needs one control and one reference run per seed")
+    swap = _swap_patterns(len(t_c), draws, seed)
+    z = logrank_z(np.where(swap, t_r, t_c), np.where(swap, e_r, e_c),
+                  np.where(swap, t_c, t_r), np.where(swap, e_c, e_r))
+    observed = float(logrank_z(t_c, e_c, t_r, e_r))
+    extra = 0 if len(t_c) <= 14 else 1  # sampled patterns: count the observed one in
+    tol = 1e-12
+    up = (np.sum(z >= observed - tol) + extra) / (len(z) + extra)
+    down = (np.sum(z <= observed + tol) + extra) / (len(z) + extra)
+    return float(up), float(down)
+
+
+def paired_bootstrap_ratio(x_c, x_r, statistic, level: float, draws: int = 2000,
+                           seed: int = 0) -> tuple[float, float, float]:
+    """(estimate, low, high) of statistic(control) / statistic(reference), the seed pairs
+    resampled together (`draws` times, a fixed generator seed): the percentile interval at
+    1 − level of the ratio. `x_c`, `x_r`: (n, k) arrays, one row per seed (a run's columns:
+    its time and whether it solved); `statistic` maps (draws, n, k) to (draws,)."""
+    x_c, x_r = np.asarray(x_c, float), np.asarray(x_r, float)
+    if x_c.shape != x_r.shape or x_c.ndim != 2 or len(x_c) < 2:
+        raise ValueError("paired_bootstrap_ratio needs two (n, k) arrays of one shape, n >= 2")
+    if not 0 < level < 1:
+        raise ValueError(f"level must lie in (0, 1), got {level}")
+    pick = np.random.default_rng(seed).integers(0, len(x_c), (draws, len(x_c)))
+    ratio = statistic(x_c[pick]) / statistic(x_r[pick])
+    estimate = float(statistic(x_c[None])[0] / statistic(x_r[None])[0])
+    low, high = np.quantile(ratio, [level / 2, 1 - level / 2])
+    return estimate, float(low), float(high)
+
+
+def capped_mean(x: np.ndarray) -> np.ndarray:
+    """The restricted mean time to the cap when every run is followed to it: the Kaplan–Meier
+    curve is then the share not yet solved, so its area is the mean of min(solve step, cap).
+    `x` (..., n, 2): each run's time (its solve step, or the cap) and whether it solved."""
+    return x[..., 0].mean(-1)

@@ -87,7 +87,7 @@ TEXT_DECISION_COLUMNS = [
 VERDICT_WORDS = {"lower": "better", "higher": "worse"}  # a lower loss is the better one
 
 
-def _stages(pair: pd.DataFrame, ep: Endpoint):
+def _stages(pair: pd.DataFrame, ep: Endpoint, margin: float = TEXT_MARGIN):
     """(first ten seeds' differences, the added seeds' or None, why it stopped, pending?)."""
     _, first_pairs, added_pairs = stage_pairs(pair, ep.column)
     first = _differences(first_pairs, ep.column)
@@ -95,7 +95,7 @@ def _stages(pair: pd.DataFrame, ep: Endpoint):
         return first, None, f"{len(first)} of {len(sequential.FIRST_SEEDS)} first seeds so far", True
     if not ep.primary:
         return first, None, "secondary: the first 10 seeds only", False
-    look = paired.first_look(first, unit=TEXT_UNIT, margin=TEXT_MARGIN)
+    look = paired.first_look(first, unit=TEXT_UNIT, margin=margin)
     if look != "continue":
         return first, None, f"{look} on the first 10 seeds", False
     _, pending, waiting = second_stage(True, added_pairs)
@@ -109,32 +109,34 @@ def _differences(pair: pd.DataFrame, column: str) -> np.ndarray:
     return (pair[f"{column}_c"] - pair[f"{column}_r"]).to_numpy(float)
 
 
-def _one(family: str, control: str, ref: pd.DataFrame, ctl: pd.DataFrame, ep: Endpoint) -> dict | None:
+def _one(family: str, control: str, ref: pd.DataFrame, ctl: pd.DataFrame, ep: Endpoint,
+         margin: float = TEXT_MARGIN) -> dict | None:
     pair = stage_pairs(pair_by_seed(ref, ctl), ep.column)[0]
     if pair.empty:  # e.g. a learned position table on windows longer than its table
         return None
-    first, added, stopped, pending = _stages(pair, ep)
+    first, added, stopped, pending = _stages(pair, ep, margin)
     used = np.concatenate([first, added]) if added is not None else first
-    d = paired.decide_paired(first, added, unit=TEXT_UNIT, margin=TEXT_MARGIN,
+    d = paired.decide_paired(first, added, unit=TEXT_UNIT, margin=margin,
                              two_stage=ep.primary)
     n = len(used)
     return {"family": family, "comparison": control, "metric": ep.name, "primary": ep.primary,
             "n": n, "reference_value": float(pair[f"{ep.column}_r"].iloc[:n].mean()),
             "control_value": float(pair[f"{ep.column}_c"].iloc[:n].mean()),
             "control_lower": int((paired.on_grid(used, TEXT_UNIT) < 0).sum()),
-            "margin": TEXT_MARGIN, "p": 1.0 if pending else d.p, "stopped": stopped,
+            "margin": margin, "p": 1.0 if pending else d.p, "stopped": stopped,
             "_first": first, "_added": added, "_pending": pending}
 
 
-def decide_text(results: pd.DataFrame) -> pd.DataFrame:
+def decide_text(results: pd.DataFrame, margin: float = TEXT_MARGIN) -> pd.DataFrame:
     """Every text comparison decided on `TEXT_QUESTIONS` (see the module's docstring): one
     row per (comparison, endpoint) with the median paired difference control − reference
     (`effect`, nats per character; negative: the control's loss is lower), its interval at
     the row's Holm level, p, and the verdict (`better`, `worse`, `equivalent`, `undecided`,
     or `pending` while the row's seeds are still running). `control_lower` counts the
-    seeds on which the control's loss is lower."""
+    seeds on which the control's loss is lower. `margin` (nats per character) replaces
+    `TEXT_MARGIN` for a sensitivity analysis (`margin_sensitivity`)."""
     rows = [r for family, control, ref, ctl in text_comparisons(results) for ep in TEXT_QUESTIONS
-            if (r := _one(family, control, ref, ctl, ep)) is not None]
+            if (r := _one(family, control, ref, ctl, ep, margin)) is not None]
     if not rows:
         return pd.DataFrame(columns=TEXT_DECISION_COLUMNS)
     return decide_families(rows, ["family", "metric"], _finish)[TEXT_DECISION_COLUMNS]
@@ -142,7 +144,7 @@ def decide_text(results: pd.DataFrame) -> pd.DataFrame:
 
 def _finish(r: dict) -> dict:
     """One row's interval and verdict at its Holm level (`level`: the level it used)."""
-    d = paired.decide_paired(r["_first"], r["_added"], unit=TEXT_UNIT, margin=TEXT_MARGIN,
+    d = paired.decide_paired(r["_first"], r["_added"], unit=TEXT_UNIT, margin=r["margin"],
                              level=r["level"], two_stage=r["primary"])
     if r["_pending"]:  # the median so far, and no interval until the stage is complete
         return {"effect": d.estimate, "ci_low": np.nan, "ci_high": np.nan, "level": d.level,
