@@ -396,6 +396,21 @@ def _finish(row: dict, ep: Endpoint, analysis: str) -> dict:
             "ci_low_ties": bool(ties and lo == 0), "ci_high_ties": bool(ties and hi == 0)}
 
 
+def _decision_rows(results, reference, analysis, adjust, stage_rule, endpoints) -> list[dict]:
+    """One row per comparison and endpoint, each decided on its own (before Holm)."""
+    rows = []
+    for measurement, task, regime, label, rlab, clab, ref, ctl in _comparisons(results, reference, adjust):
+        pair = pair_by_seed(ref, ctl)
+        if pair.empty:
+            continue
+        for ep in (endpoints[e.name] for e in QUESTIONS[measurement]):
+            row = _one_comparison(pair, ep, task, analysis, stage_rule)
+            rows.append({"measurement": measurement, "comparison": label, "task": task, "regime": regime,
+                         "metric": ep.name, "primary": ep.primary, "reference": rlab, "control": clab,
+                         "reference_arm": _arm(ref), "control_arm": _arm(ctl), **row})
+    return rows
+
+
 def decide(results: pd.DataFrame, reference: str = "llama", analysis: str = "corrected",
            adjust=None, with_registered: bool = True, stage_rule: str | None = None,
            margin_scale: float = 1.0) -> pd.DataFrame:
@@ -435,16 +450,7 @@ def decide(results: pd.DataFrame, reference: str = "llama", analysis: str = "cor
     if not margin_scale > 0:
         raise ValueError(f"margin_scale must be positive, got {margin_scale}")
     endpoints = {e.name: dataclasses.replace(e, margin=e.margin * margin_scale) for e in ENDPOINTS.values()}
-    rows = []
-    for measurement, task, regime, label, rlab, clab, ref, ctl in _comparisons(results, reference, adjust):
-        pair = pair_by_seed(ref, ctl)
-        if pair.empty:
-            continue
-        for ep in (endpoints[e.name] for e in QUESTIONS[measurement]):
-            row = _one_comparison(pair, ep, task, analysis, stage_rule)
-            rows.append({"measurement": measurement, "comparison": label, "task": task, "regime": regime,
-                         "metric": ep.name, "primary": ep.primary, "reference": rlab, "control": clab,
-                         "reference_arm": _arm(ref), "control_arm": _arm(ctl), **row})
+    rows = _decision_rows(results, reference, analysis, adjust, stage_rule, endpoints)
     if not rows:
         return pd.DataFrame(columns=DECISION_COLUMNS + LATE_COLUMNS)
     family = ["measurement", "task", "regime", "metric"]

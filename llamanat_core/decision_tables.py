@@ -408,29 +408,32 @@ def _ratio_text(ratio: float, low: float, high: float) -> str:
     return f"×{ratio:.2f} [{low:.2f}, {high:.2f}]"
 
 
-def censored_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """`solve_times.censored_verdicts` as the results chapter shows it: per speed row, the
-    solves (reference first), McNemar's p and reading, the log-rank's, the restricted-mean
-    ratio with its interval and reading, the design's capped-time verdict and the one the
-    book reads (`speed verdict`, by the construction the resampling check validates)."""
-    out = pd.DataFrame({
-        "comparison": [row_label(r) for r in rows.itertuples()], "n": rows.n.astype(int),
+def censored_tables(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """`solve_times.censored_verdicts` as the results chapter shows it, in two tables that
+    fit the page: per speed row (1) the solves (reference first), McNemar's p and reading,
+    the log-rank's; (2) the restricted-mean ratio with its interval and reading, the
+    design's capped-time verdict and the one the book reads (`speed verdict`, by the
+    construction the resampling check validates)."""
+    index = pd.Index([row_label(r) for r in rows.itertuples()], name="comparison")
+    solves = pd.DataFrame({
+        "n": rows.n.astype(int).values,
         "solved": [f"{int(r.reference_solved)} / {int(r.control_solved)}" for r in rows.itertuples()],
-        "McNemar p": rows.p_mcnemar.map(lambda p: f"{p:.3g}"), "solves": rows.solves_verdict,
-        "log-rank p": rows.p_logrank.map(lambda p: f"{p:.3g}"), "curves": rows.logrank_verdict,
+        "McNemar p": rows.p_mcnemar.map(lambda p: f"{p:.3g}").values, "solves": rows.solves_verdict.values,
+        "log-rank p": rows.p_logrank.map(lambda p: f"{p:.3g}").values,
+        "curves": rows.logrank_verdict.values}, index=index)
+    times = pd.DataFrame({
         "restricted mean": [_ratio_text(r.rmst_ratio, r.rmst_low, r.rmst_high) for r in rows.itertuples()],
-        "its verdict": rows.rmst_verdict, "capped time": rows.verdict,
-        "speed verdict": rows.censored_verdict})
-    return out.set_index("comparison")
+        "its verdict": rows.rmst_verdict.values, "capped time": rows.verdict.values,
+        "speed verdict": rows.censored_verdict.values}, index=index)
+    return solves, times
 
 
 def stage_one_table(moves: pd.DataFrame) -> pd.DataFrame:
     """`comparisons.stage_one_moves` as the methods chapter shows it."""
     label = [f"{r.comparison}, {r.task}, {r.regime}" for r in moves.itertuples()]
     out = moves.assign(comparison=label, endpoint=moves.metric.map(SHORT_TITLES))
-    cols = {"endpoint": "endpoint", "rule_before": "sign flips said", "rule_now": "sign test says",
-            "n_now": "n", "verdict_before": "verdict before", "verdict_now": "verdict now",
-            "seeds": "added seeds"}
+    cols = {"endpoint": "endpoint", "n_now": "n", "verdict_before": "verdict before",
+            "verdict_now": "verdict now", "seeds": "added seeds"}
     return out.set_index("comparison")[list(cols)].rename(columns=cols)
 
 
