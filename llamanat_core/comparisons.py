@@ -603,7 +603,7 @@ def stage_one_moves(results: pd.DataFrame, reference: str = "llama") -> pd.DataF
     return pd.DataFrame({**{k: moved[k] for k in key}, "rule_before": rule_before[moved.index],
                          "rule_now": rule_now[moved.index], "verdict_before": moved.verdict_before,
                          "verdict_now": moved.verdict_now, "n_now": moved.n_now,
-                         "seeds": moved.apply(seeds, axis=1)}).reset_index(drop=True)
+                         "seeds": [seeds(r) for r in moved.itertuples()]}).reset_index(drop=True)
 
 
 def seed_pairs(results: pd.DataFrame, reference: str = "llama") -> dict[tuple, pd.DataFrame]:

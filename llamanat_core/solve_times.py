@@ -91,6 +91,12 @@ def _row(row: pd.Series, pair: pd.DataFrame) -> dict:
             "p_logrank": logrank_p(used, continued), "_pair": used, "_continued": continued}
 
 
+SPEED_COLUMNS = ["measurement", "comparison", "task", "regime", "control", "n", "verdict", "stopped",
+                 "reference_solved", "control_solved", "only_control", "only_reference", "p_mcnemar",
+                 "p_logrank", "level_mcnemar", "level_logrank", "solves_verdict", "logrank_verdict",
+                 "rmst_ratio", "rmst_low", "rmst_high", "rmst_level", "rmst_verdict"]
+
+
 def speed_rows(results: pd.DataFrame, decisions: pd.DataFrame) -> pd.DataFrame:
     """Every primary speed row of `decisions` read as censored times: solves (McNemar), the
     curves (paired log-rank) and the restricted-mean ratio, each test at its Holm level
@@ -100,8 +106,8 @@ def speed_rows(results: pd.DataFrame, decisions: pd.DataFrame) -> pd.DataFrame:
                      & (decisions.verdict != "not learned") & ~decisions.stopped.str.contains("so far")]
     df = pd.DataFrame([_row(r, pairs[(r.measurement, r.comparison, r.task, r.regime)])
                        for r in rows.itertuples()])
-    if df.empty:
-        return df
+    if df.empty:  # a reader's tiny run may time nothing: the columns, no rows
+        return pd.DataFrame(columns=SPEED_COLUMNS)
     for test in ("mcnemar", "logrank"):
         df[f"level_{test}"] = df.groupby(FAMILY, sort=False)[f"p_{test}"].transform(
             lambda p: pd.Series(stats.holm_levels(p), index=p.index))

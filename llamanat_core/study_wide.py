@@ -63,7 +63,8 @@ def margin_counts(moved: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
                         "verdicts changed": len(m),
                         "to equivalent": int((m.verdict_scaled == "equivalent").sum()),
                         "from equivalent": int((m.verdict == "equivalent").sum())})
-    return pd.DataFrame(out)
+    columns = ["study", "margin", "primary rows", "verdicts changed", "to equivalent", "from equivalent"]
+    return pd.DataFrame(out, columns=columns)  # a reader's tiny run may have no tested row
 
 
 def all_primary(puzzles: pd.DataFrame, text: pd.DataFrame) -> pd.DataFrame:

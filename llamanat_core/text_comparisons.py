@@ -231,7 +231,8 @@ def registered_and_corrected(results: pd.DataFrame) -> pd.DataFrame:
         if r.n_registered != r.n_corrected:
             out.append(f"seeds {r.n_registered} -> {r.n_corrected}")
         return "; ".join(out) or "nothing but the estimand (mean -> median)"
-    return both.assign(moved=both.apply(moved, axis=1))
+    said = [moved(r) for r in both.itertuples()]
+    return both.assign(moved=pd.Series(said, index=both.index, dtype=object))
 
 
 def text_differences(results: pd.DataFrame, metric: str = "loss_end") -> pd.DataFrame:
