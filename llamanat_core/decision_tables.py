@@ -208,6 +208,19 @@ def decision_table(decisions: pd.DataFrame, metrics=None, measurements=None) -> 
     return out.set_index(["measurement", "endpoint", "comparison"])
 
 
+def chapter_ledger(decisions: pd.DataFrame, controls) -> pd.DataFrame:
+    """The rows a mechanism chapter sums up in one paragraph, listed whole for the results
+    chapter: each control's comparisons on every endpoint and regime (`decision_table`'s
+    outcome columns), with the registered analysis's verdict where the corrected one
+    differs (a decision withdrawn, or one made only post hoc); '' where they agree."""
+    d = decisions[decisions.control.isin(list(controls))]
+    if d.empty:
+        raise ValueError(f"controls: no comparison of {list(controls)} in the decisions")
+    table = decision_table(d)[OUTCOME]
+    registered = d.get("registered_verdict", d.verdict).astype(str).to_numpy()
+    return table.assign(registered=[r if r != v else "" for r, v in zip(registered, d.verdict.astype(str))])
+
+
 OUTCOME = ["n", "solved (ref vs control)", "reference", "control", "effect [interval]", "verdict"]
 """The columns of `decision_table` that say what the runs did and what was decided."""
 TEST = ["margin", "Holm p", "P(better) [interval]", "why it stopped", "seeds needed"]
@@ -397,7 +410,8 @@ def difference_sd(runs: pd.DataFrame, row, seeds) -> float:
     return float(np.std(diff, ddof=1)) if len(diff) > 1 else math.nan
 
 
-__all__ = ["chapter_decisions", "decision_table", "OUTCOME", "TEST", "decision_counts", "what_moved",
+__all__ = ["chapter_decisions", "decision_table", "chapter_ledger", "OUTCOME", "TEST", "decision_counts",
+           "what_moved",
            "branch_table",
            "decision_effect_text", "solved_text", "row_facts", "verdict_text",
            "margin_text", "signed", "is_ratio", "row_label", "is_pending",
