@@ -190,6 +190,22 @@ def recall_item(model: TinyLlama, seed: int, n_pairs: int = TRAIN_PAIRS,
     return pd.DataFrame(w.reshape(-1, w.shape[-1]), index=index_, columns=cols)  # (L*H, T)
 
 
+def lookup_heads(variant: str, seeds, lengths=(TRAIN_PAIRS,), n_items: int | None = None,
+                 weights_dir: Path | None = None) -> pd.DataFrame:
+    """Each seed's lookup head: at each list length, the head (layer, head) that puts the
+    most attention on the queried value from the answer position, averaged over the
+    validation items, and that mass (`recall_attention`'s). One row per (seed, n_pairs)."""
+    rows = []
+    for seed in seeds:
+        model, _ = load_trained(variant, "recall", seed, weights_dir)
+        for n in lengths:
+            d = recall_attention(model, seed, n, n_items)
+            best = d[d.role == "queried value"].sort_values(["mass", "layer", "head"]).iloc[-1]
+            rows.append({"variant": variant, "seed": seed, "n_pairs": n, "layer": int(best.layer),
+                         "head": int(best.head), "mass": float(best.mass)})
+    return pd.DataFrame(rows)
+
+
 # ---------------------------------------------------------------- addition
 
 ADDITION_SOURCES = ("a hundreds", "a tens", "a units", "b hundreds", "b tens", "b units", "other")
