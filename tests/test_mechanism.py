@@ -201,6 +201,34 @@ def test_at_twelve_pairs_rope_still_finds_the_value_and_the_learned_table_does_n
     assert by_pair.groupby(["layer", "head"])["items"].sum().eq(200).all()
 
 
+def test_lookup_heads_pick_each_seeds_head_that_reads_the_value(recall_seeds):
+    solved, unsolved = recall_seeds["llama"]
+    heads = mechanism.lookup_heads("llama", [solved, unsolved], (4, 8), n_items=50)
+    heads = heads.set_index(["seed", "n_pairs"])
+    assert heads.loc[(solved, 4)].mass > 0.5 > heads.loc[(unsolved, 4)].mass
+    model = mechanism.load_trained("llama", "recall", solved)[0]
+    summary = mechanism.recall_attention(model, solved, n_items=50)
+    values = summary[summary.role == "queried value"]
+    assert heads.loc[(solved, 4)].mass == pytest.approx(values.mass.max())  # the best head, not the mean
+    assert heads.loc[(solved, 4)].mass > values.mass.mean() or values.mass.nunique() == 1
+
+
+def test_text_attention_reach_of_a_uniform_reader():
+    """Queries and keys zeroed: every query spreads its attention evenly over the positions
+    it sees, so the mass within two characters back and the mean offset are known by hand."""
+    model = TinyLlama(variant_config("llama", vocab_size=81), seed=0).eval()
+    for layer in model.layers:
+        torch.nn.init.zeros_(layer.self_attn.q_proj.weight)
+    ids = torch.randint(0, 81, (3, 12), generator=torch.Generator().manual_seed(0))
+    reach = mechanism.text_attention_reach(model, ids, near=2, skip=4)
+    t = np.arange(4, 12)  # query positions read; each sees t + 1 positions
+    assert reach.near.to_numpy() == pytest.approx(np.mean(3 / (t + 1)), abs=1e-6)
+    assert reach.mean_offset.to_numpy() == pytest.approx(np.mean(t / 2), abs=1e-5)
+    assert len(reach) == model.cfg.n_layers * model.cfg.n_heads
+    with pytest.raises(ValueError, match="skip"):
+        mechanism.text_attention_reach(model, ids, skip=11)
+
+
 # ---------------------------------------------------------------- addition
 
 

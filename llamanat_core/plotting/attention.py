@@ -100,6 +100,24 @@ def position_heatmap(ax, frame, title: str | None = None, mark=("queried key", "
     return im
 
 
+def text_window_figure(maps: dict, chars: str):
+    """Several text models on one window: one row per model (`maps` label -> (L, H, T, T),
+    `mechanism.attention_weights` of one window), one column per layer, each panel the
+    mean over the layer's heads; `chars` the window's characters, one per position."""
+    use_book_style()
+    labels = [repr(c)[1:-1] if c.isspace() else c for c in chars]  # a newline shows as \n
+    n_layers = next(iter(maps.values())).shape[0]
+    fig, axes = plt.subplots(len(maps), n_layers, squeeze=False, sharex=True, sharey=True,
+                             figsize=(FIGSIZE[0], 3.2 * len(maps) + 0.4), layout="constrained")
+    for r, (label, m) in enumerate(maps.items()):
+        for layer in range(n_layers):
+            im = attention_heatmap(axes[r, layer], np.asarray(m[layer], dtype=float).mean(0), labels,
+                                   title=f"{label}, layer {layer + 1} (mean of heads)", colorbar=False)
+            axes[r, layer].label_outer()
+    fig.colorbar(im, ax=axes, label=MAP_LABEL, fraction=0.025, pad=0.02)
+    return fig
+
+
 def recall_items_figure(frames: dict, title: str | None = None):
     """`mechanism.recall_item` of several models on the same item, one panel each, stacked:
     every layer and head's attention from the answer position over the item's positions,
