@@ -326,3 +326,21 @@ def test_block_diagram_draws_the_same_bytes_twice():
         plt.close(fig)
 
 
+
+
+def test_the_inside_figures_draw_one_panel_per_model_and_layer():
+    model = TinyLlama(variant_config("llama"), seed=0).eval()
+    frame = mechanism.recall_item(model, 0, 4)
+    fig = plotting.recall_items_figure({"a": frame, "b": frame})
+    panels = [ax for ax in fig.axes if ax.images]
+    assert len(panels) == 2 and [ax.get_title() for ax in panels] == ["a", "b"]
+    plt.close(fig)
+    text = TinyLlama(variant_config("llama", vocab_size=81), seed=0).eval()
+    ids = torch.randint(0, 81, (1, 6), generator=torch.Generator().manual_seed(0))
+    maps = mechanism.attention_weights(text, ids)[:, 0].numpy()  # (L, H, T, T)
+    fig = plotting.text_window_figure({"llama": maps, "abs_pos": maps}, "ab\ncd ")
+    panels = [ax for ax in fig.axes if ax.images]
+    assert len(panels) == 2 * text.cfg.n_layers
+    assert [t.get_text() for t in panels[-1].get_xticklabels()] == ["a", "b", "\\n", "c", "d", " "]
+    assert panels[0].images[0].get_array()[3, 1] == pytest.approx(maps[0, :, 3, 1].mean())  # the heads' mean
+    plt.close(fig)
