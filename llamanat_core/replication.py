@@ -13,8 +13,10 @@ finding about in-domain accuracy is tested on the study's accuracy at 1,200 step
 secondary endpoint, first ten seeds) beside its speed of learning; a finding about longer
 recall items on the length endpoints.
 
-What "replicates" means is fixed here, in advance, on each row's interval and margin
-(`score`), the same for the puzzles and for text:
+What "replicates" means is fixed here on each row's interval and margin (`score`), the
+same for the puzzles and for text. The rule is stricter than the one fixed before the
+runs (a verdict's direction alone), and it was written after them, so it can only take
+claims away:
 
 - ``replicates``: the verdict agrees with the published direction and the whole interval
   lies beyond the margin on that side (for a published "matches", inside the margin);
