@@ -208,6 +208,19 @@ def decision_table(decisions: pd.DataFrame, metrics=None, measurements=None) -> 
     return out.set_index(["measurement", "endpoint", "comparison"])
 
 
+def chapter_ledger(decisions: pd.DataFrame, controls) -> pd.DataFrame:
+    """The rows a mechanism chapter sums up in one paragraph, listed whole for the results
+    chapter: each control's comparisons on every endpoint and regime (`decision_table`'s
+    outcome columns), with the registered analysis's verdict where the corrected one
+    differs (a decision withdrawn, or one made only post hoc); '' where they agree."""
+    d = decisions[decisions.control.isin(list(controls))]
+    if d.empty:
+        raise ValueError(f"controls: no comparison of {list(controls)} in the decisions")
+    table = decision_table(d)[OUTCOME]
+    registered = d.get("registered_verdict", d.verdict).astype(str).to_numpy()
+    return table.assign(registered=[r if r != v else "" for r, v in zip(registered, d.verdict.astype(str))])
+
+
 OUTCOME = ["n", "solved (ref vs control)", "reference", "control", "effect [interval]", "verdict"]
 """The columns of `decision_table` that say what the runs did and what was decided."""
 TEST = ["margin", "Holm p", "P(better) [interval]", "why it stopped", "seeds needed"]
@@ -224,8 +237,8 @@ def text_decision_table(decisions: pd.DataFrame, metric: str = "loss_end") -> pd
     for r in decisions[decisions.metric == metric].itertuples():
         interval = "–" if np.isnan(r.ci_low) else f"[{signed(r.ci_low, 3)}, {signed(r.ci_high, 3)}]"
         rows.append({"comparison": r.comparison, "seeds": r.n,
-                     "ref. bits": f"{r.reference_value / np.log(2):.3f}",
-                     "control bits": f"{r.control_value / np.log(2):.3f}",
+                     "ref. nats": f"{r.reference_value:.3f}",
+                     "control nats": f"{r.control_value:.3f}",
                      "Δ nats": signed(r.effect, 3), "interval": interval,
                      "lower on": f"{r.control_lower} of {r.n}", "verdict": r.verdict})
     return pd.DataFrame(rows).set_index("comparison")
@@ -236,22 +249,25 @@ TEXT_METRICS = {"loss_end": "loss at the end", "loss_half": "loss at half the bu
 
 
 def text_finding_words(row) -> str:
-    """The study's side of one `text_comparisons.text_replication` row, as a reader reads
-    it: 'worse: Δ +0.102 nats, lower on 0 of 10', 'pending: Δ −0.005 so far, ...'."""
+    """The study's side of one `replication.text_replication` row, as a reader reads it:
+    'worse: Δ +0.102 [+0.090, +0.115] nats, lower on 0 of 10', 'pending: Δ −0.005 so far, ...'."""
     so_far = " so far" if row.verdict == "pending" else ""
-    return (f"{row.verdict}: Δ {signed(row.effect, 3)} nats{so_far}, "
+    low, high = getattr(row, "ci_low", np.nan), getattr(row, "ci_high", np.nan)
+    interval = "" if np.isnan(low) or np.isnan(high) else f" [{signed(low, 3)}, {signed(high, 3)}]"
+    return (f"{row.verdict}: Δ {signed(row.effect, 3)}{interval} nats{so_far}, "
             f"lower on {row.control_lower:.0f} of {row.n:.0f}")
 
 
 def text_replication_table(replication: pd.DataFrame) -> pd.DataFrame:
-    """`text_comparisons.text_replication` as a table: per published finding, the paper,
-    the finding, the study's row it is tested on, the study's verdict on text with its
-    median difference (control − reference, nats per character) and seeds, and whether
-    it replicates."""
+    """`replication.text_replication` as a table: per published finding, the paper, the
+    finding, the study's row it is tested on, the study's verdict on text with its median
+    difference and interval (control − reference, nats per character) and seeds, whether
+    it replicates, and a size confound where the arms differ in size."""
     rows = [{"paper": r.paper, "published finding": r.finding,
              "tested on": (r.comparison if r.comparison == WINDOWS
                            else f"{r.comparison} against llama, {TEXT_METRICS[r.metric]}"),
-             "on text": text_finding_words(r), "replicates": r.replicates}
+             "on text (nats per character)": text_finding_words(r),
+             "replicates": r.replicates + (f"; {r.size_note}" if getattr(r, "size_note", "") else "")}
             for r in replication.itertuples()]
     return pd.DataFrame(rows).set_index("paper")
 
@@ -394,7 +410,8 @@ def difference_sd(runs: pd.DataFrame, row, seeds) -> float:
     return float(np.std(diff, ddof=1)) if len(diff) > 1 else math.nan
 
 
-__all__ = ["chapter_decisions", "decision_table", "OUTCOME", "TEST", "decision_counts", "what_moved",
+__all__ = ["chapter_decisions", "decision_table", "chapter_ledger", "OUTCOME", "TEST", "decision_counts",
+           "what_moved",
            "branch_table",
            "decision_effect_text", "solved_text", "row_facts", "verdict_text",
            "margin_text", "signed", "is_ratio", "row_label", "is_pending",

@@ -190,6 +190,41 @@ def recall_item(model: TinyLlama, seed: int, n_pairs: int = TRAIN_PAIRS,
     return pd.DataFrame(w.reshape(-1, w.shape[-1]), index=index_, columns=cols)  # (L*H, T)
 
 
+def lookup_heads(variant: str, seeds, lengths=(TRAIN_PAIRS,), n_items: int | None = None,
+                 weights_dir: Path | None = None) -> pd.DataFrame:
+    """Each seed's lookup head: at each list length, the head (layer, head) that puts the
+    most attention on the queried value from the answer position, averaged over the
+    validation items, and that mass (`recall_attention`'s). One row per (seed, n_pairs)."""
+    rows = []
+    for seed in seeds:
+        model, _ = load_trained(variant, "recall", seed, weights_dir)
+        for n in lengths:
+            d = recall_attention(model, seed, n, n_items)
+            best = d[d.role == "queried value"].sort_values(["mass", "layer", "head"]).iloc[-1]
+            rows.append({"variant": variant, "seed": seed, "n_pairs": n, "layer": int(best.layer),
+                         "head": int(best["head"]), "mass": float(best.mass)})
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------- text
+
+@torch.no_grad()
+def text_attention_reach(model: TinyLlama, ids: torch.Tensor, near: int = 2, skip: int = 8) -> pd.DataFrame:
+    """How far back a text model reads: over windows `ids` (N, T), for each layer and head,
+    the attention mass within `near` characters back (offsets 0..near, the character
+    itself included) and the mean offset read, averaged over every query past the first
+    `skip` positions (those have few characters to choose from) and every window."""
+    if not 0 <= skip < ids.shape[1] - 1:
+        raise ValueError(f"skip must lie in 0..{ids.shape[1] - 2}, got {skip}")
+    w = attention_weights(model, ids)[..., skip:, :]  # (L, N, H, T - skip, T)
+    offset = (torch.arange(skip, ids.shape[1])[:, None] - torch.arange(ids.shape[1])[None, :]).clamp(min=0)
+    mass = (w * (offset <= near)).sum(-1).mean((1, 3))  # (L, H); the future has weight 0
+    mean_offset = (w * offset).sum(-1).mean((1, 3))  # (L, H)
+    return pd.DataFrame([{"layer": layer + 1, "head": head + 1, "near": float(mass[layer, head]),
+                          "mean_offset": float(mean_offset[layer, head])}
+                         for layer in range(w.shape[0]) for head in range(w.shape[2])])
+
+
 # ---------------------------------------------------------------- addition
 
 ADDITION_SOURCES = ("a hundreds", "a tens", "a units", "b hundreds", "b tens", "b units", "other")

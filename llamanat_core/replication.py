@@ -11,14 +11,25 @@ study, Holm within each family); `replication_table` reads those decisions, it n
 re-tests. The published study compared rows at its last checkpoint, 1,200 steps, so a
 finding about in-domain accuracy is tested on the study's accuracy at 1,200 steps (a
 secondary endpoint, first ten seeds) beside its speed of learning; a finding about longer
-recall items on the length endpoints. What "replicates" means is fixed here, in advance (`replicates`):
+recall items on the length endpoints.
 
-- ``yes``: in every regime the study trains the finding's comparisons in, at least one of
-  them is decided in the published direction and none against it;
-- ``in one regime``: so in some regime(s) but not all (the other regime is undecided or
-  at chance);
-- ``no``: a comparison is decided against the published direction in some regime;
-- ``not decided``: no comparison decides it, or the study has no comparison that tests it.
+What "replicates" means is fixed here on each row's interval and margin (`score`), the
+same for the puzzles and for text. The rule is stricter than the one fixed before the
+runs (a verdict's direction alone), and it was written after them, so it can only take
+claims away:
+
+- ``replicates``: the verdict agrees with the published direction and the whole interval
+  lies beyond the margin on that side (for a published "matches", inside the margin);
+- ``is consistent``: the interval lies inside the margin (no difference worth the name,
+  which a published direction does not forbid);
+- ``does not replicate``: the interval excludes the published direction by more than the
+  margin (it lies wholly beyond the margin on the other side; for "matches", outside it);
+- ``undecided``: anything else (an interval that reaches past the margin, a row at chance);
+  ``not yet`` while its seeds are still running.
+
+A puzzle finding tested by several rows in two regimes reads them together (`replicates`).
+A comparison whose arms differ in size says so (`size_note`): a control with more
+parameters than the reference is not a test of the mechanism alone.
 """
 from __future__ import annotations
 
@@ -27,10 +38,13 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from .comparisons import variant_rows
-from .config import REGIMES
+from .comparisons import ENDPOINTS, variant_rows
+from .config import EXPECTED_PARAMETERS, REGIMES, VARIANTS, variant_config
 from .decision_tables import METRIC_TITLES
+from .model import TinyLlama
 from .report import signed_number
+from .text import VOCAB_SIZE
+from .text_comparisons import TEXT_PUBLISHED, WINDOWS, text_row, window_decision
 
 STUDY = "llama-anatomy"
 YEAR = 2026
@@ -115,6 +129,13 @@ class Finding:
     against: frozenset
     no_test: str = ""  # why the study has no test, when `tests` is empty
 
+    @property
+    def published(self) -> str:
+        """The published direction `score` reads: better, worse, or `not better` (no lead)."""
+        if self.agree == {"better"}:
+            return "better"
+        return "worse" if self.agree == {"worse"} else "not better"
+
 
 FINDINGS = (
     Finding("a", "a", "in domain, abs_pos fits addition fastest",
@@ -167,18 +188,122 @@ def finding_rows(v: pd.DataFrame, finding: Finding) -> pd.DataFrame:
     return v[keep]
 
 
+DIRECTIONS = ("better", "worse", "equivalent", "not better")
+WORDS = ("replicates", "is consistent", "does not replicate", "undecided", "not yet")
+WAITING = ("pending", "absent")
+NO_READING = ("rarely solved", "both at chance", "mostly at chance")  # no verdict read off the interval
+
+
+def score(published: str, verdict: str, low: float, high: float, margin_low: float,
+          margin_high: float) -> str:
+    """One row against a published direction, by the rule of the module's docstring.
+
+    `low`, `high` and the margins are on a scale where larger is better for the control
+    (`toward_better` turns a row into it); `verdict` is the row's own."""
+    if published not in DIRECTIONS:
+        raise ValueError(f"published must be one of {DIRECTIONS}, got {published!r}")
+    if verdict in WAITING:
+        return "not yet"
+    if verdict in NO_READING or any(math.isnan(x) for x in (low, high, margin_low, margin_high)):
+        return "undecided"
+    inside = margin_low <= low and high <= margin_high
+    above, below = low > margin_high, high < margin_low  # wholly beyond the margin
+    if published == "equivalent":
+        return "replicates" if inside else "does not replicate" if above or below else "undecided"
+    if published == "not better":  # "no lead": refuted only by a lead beyond the margin
+        agrees = verdict in ("worse", "equivalent") and high <= margin_high
+        return "does not replicate" if above else "replicates" if agrees else "undecided"
+    agrees, against = (above, below) if published == "better" else (below, above)
+    if agrees and verdict == published:
+        return "replicates"
+    return "is consistent" if inside else "does not replicate" if against else "undecided"
+
+
+def toward_better(row, higher_is_better: bool, log: bool = False) -> tuple[float, float, float, float]:
+    """A row's interval and margins (`ci_low`, `ci_high`, `margin_low`, `margin_high`) as
+    differences where larger is better for the control: logs of a ratio, signs flipped for
+    a lower-is-better endpoint (a speed, a loss)."""
+    values = [float(getattr(row, c)) for c in ("ci_low", "ci_high", "margin_low", "margin_high")]
+    if log:
+        values = [math.log(v) if v > 0 else math.nan for v in values]
+    lo, hi, m_lo, m_hi = values
+    return (lo, hi, m_lo, m_hi) if higher_is_better else (-hi, -lo, -m_hi, -m_lo)
+
+
+def row_word(row, published: str) -> str:
+    """`score` of one puzzle row of `comparisons.decide` (its endpoint says its scale)."""
+    ep = ENDPOINTS[row.metric]
+    return score(published, row.verdict, *toward_better(row, ep.higher_is_better, ep.log))
+
+
 def replicates(rows: pd.DataFrame, finding: Finding) -> str:
-    """'yes', 'in one regime', 'no' or 'not decided' (see the module's docstring) from the
-    verdict rows of the finding's comparisons."""
+    """A puzzle finding from the rows of its comparisons in every regime: `does not
+    replicate` if a row does not; `replicates` if in every regime a row replicates (`in
+    one regime` if in some); `is consistent` if every regime has a row consistent with it
+    or replicating it; `undecided` otherwise."""
     if rows.empty:
-        return "not decided"
-    by_regime = rows.groupby("regime", sort=True).verdict.agg(set)
-    if any(vs & finding.against for vs in by_regime):
-        return "no"
-    agreeing = [bool(vs & finding.agree) for vs in by_regime]
-    if all(agreeing):
-        return "yes"
-    return "in one regime" if any(agreeing) else "not decided"
+        return "undecided"
+    words = rows.assign(word=[row_word(r, finding.published) for r in rows.itertuples()])
+    by_regime = words.groupby("regime", sort=True).word.agg(set)
+    if any("does not replicate" in ws for ws in by_regime):
+        return "does not replicate"
+    replicating = [("replicates" in ws) for ws in by_regime]
+    if all(replicating):
+        return "replicates"
+    if any(replicating):
+        return "replicates in one regime"
+    if all(ws & {"is consistent"} for ws in by_regime):
+        return "is consistent"
+    return "undecided"
+
+
+# ---------------------------------------------------------------- sizes
+
+def text_parameters(variant: str) -> int:
+    """The variant's parameter count as the text study builds it (the 81-character
+    vocabulary), counted on the model."""
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be a registered variant, got {variant!r}")
+    model = TinyLlama(variant_config(variant, vocab_size=VOCAB_SIZE))
+    return sum(p.numel() for p in model.parameters())
+
+
+def size_note(control: str, reference: str = "llama", text: bool = True) -> str:
+    """'' when the two arms have the same parameter count (within 0.5 %), else a sentence:
+    'mha has 7.9 % more parameters than llama: size and mechanism are confounded'."""
+    if control not in EXPECTED_PARAMETERS:  # a base, not a variant: the same model
+        return ""
+    count = text_parameters if text else EXPECTED_PARAMETERS.__getitem__
+    change = count(control) / count(reference) - 1
+    if abs(change) < 0.005:
+        return ""
+    more = "more" if change > 0 else "fewer"
+    return (f"{control} has {abs(change) * 100:.1f} % {more} parameters than {reference}: "
+            f"size and mechanism are confounded")
+
+
+# ---------------------------------------------------------------- text
+
+def text_replication(decisions: pd.DataFrame, results: pd.DataFrame,
+                     findings=TEXT_PUBLISHED) -> pd.DataFrame:
+    """Each published finding beside the study's verdict on text: the paper, the finding,
+    its direction, the study's row (verdict, median difference, interval, margin, seeds,
+    seeds lower) from `decisions` (`decide_text` on `results`) or `window_decision`,
+    `replicates` (`score`; a loss: lower is better) and `size_note`."""
+    rows = []
+    for f in findings:
+        r = window_decision(results, f.metric) if f.comparison == WINDOWS else text_row(
+            decisions, f.comparison, f.metric)
+        margin = float(r.margin)
+        interval = pd.Series({"ci_low": r.ci_low, "ci_high": r.ci_high, "margin_low": -margin,
+                              "margin_high": margin})
+        word = score(f.published, r.verdict, *toward_better(interval, higher_is_better=False))
+        rows.append({"paper": f.paper, "key": f.key, "finding": f.finding, "comparison": f.comparison,
+                     "metric": f.metric, "published": f.published, "verdict": r.verdict,
+                     "effect": r.effect, "ci_low": r.ci_low, "ci_high": r.ci_high, "margin": margin,
+                     "n": r.n, "control_lower": r.control_lower, "replicates": word,
+                     "size_note": "" if f.comparison == WINDOWS else size_note(f.comparison)})
+    return pd.DataFrame(rows)
 
 
 # ---------------------------------------------------------------- our numbers
@@ -329,5 +454,6 @@ def replication_table(results: pd.DataFrame, v: pd.DataFrame) -> pd.DataFrame:
 
 __all__ = ["STUDY", "YEAR", "REPOSITORY", "CITATION", "SEEDS", "STEPS", "LETTERS", "Published",
            "PUBLISHED", "VerdictRef", "Finding", "FINDINGS", "FINDING", "published_numbers", "finding_rows",
-           "replicates", "seed_values", "mean_sd", "paired_below",
+           "replicates", "score", "toward_better", "row_word", "size_note", "text_parameters",
+           "text_replication", "DIRECTIONS", "WORDS", "seed_values", "mean_sd", "paired_below",
            "paired_mean_difference", "our_numbers", "published_text", "replication_table"]

@@ -349,37 +349,11 @@ def window_decision(results: pd.DataFrame, metric: str = "loss_4x") -> pd.Series
                    & (results.rope_theta == REFERENCE_THETA)].sort_values("seed")
     rows = rows[rows.seed.isin(sequential.FIRST_SEEDS)]
     d = (rows[metric] - rows.loss_end).dropna().to_numpy(float)
-    base = {"comparison": WINDOWS, "metric": metric, "n": len(d),
+    base = {"comparison": WINDOWS, "metric": metric, "n": len(d), "margin": TEXT_MARGIN,
+            "ci_low": np.nan, "ci_high": np.nan,
             "control_lower": int((paired.on_grid(d, TEXT_UNIT) < 0).sum()) if len(d) else 0}
     if len(d) < len(sequential.FIRST_SEEDS):
         return pd.Series(base | {"effect": float(np.median(d)) if len(d) else np.nan, "verdict": "pending"})
     r = paired.decide_paired(d, None, unit=TEXT_UNIT, margin=TEXT_MARGIN, two_stage=False)
-    return pd.Series(base | {"effect": r.estimate, "verdict": VERDICT_WORDS.get(r.verdict, r.verdict)})
-
-
-REPLICATES = {"pending": "not yet", "absent": "not yet", "undecided": "not decided"}
-
-
-def replicates(published: str, verdict: str) -> str:
-    """Whether a study verdict replicates a published direction: `yes` (the same), `no` (a
-    different decision or equivalence), `not decided` (an undecided row), `not yet` (its
-    seeds still running)."""
-    if verdict in REPLICATES:
-        return REPLICATES[verdict]
-    return "yes" if verdict == published else "no"
-
-
-def text_replication(decisions: pd.DataFrame, results: pd.DataFrame,
-                     findings=TEXT_PUBLISHED) -> pd.DataFrame:
-    """Each published finding beside the study's verdict on text: the paper, the finding,
-    its direction, the study's row (verdict, median difference, seeds, seeds lower) from
-    `decisions` (`decide_text` on `results`) or `window_decision`, and `replicates`."""
-    rows = []
-    for f in findings:
-        r = window_decision(results, f.metric) if f.comparison == WINDOWS else text_row(
-            decisions, f.comparison, f.metric)
-        rows.append({"paper": f.paper, "key": f.key, "finding": f.finding, "comparison": f.comparison,
-                     "metric": f.metric, "published": f.published, "verdict": r.verdict,
-                     "effect": r.effect, "n": r.n, "control_lower": r.control_lower,
-                     "replicates": replicates(f.published, r.verdict)})
-    return pd.DataFrame(rows)
+    return pd.Series(base | {"effect": r.estimate, "ci_low": r.low, "ci_high": r.high,
+                             "verdict": VERDICT_WORDS.get(r.verdict, r.verdict)})

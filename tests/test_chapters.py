@@ -533,13 +533,13 @@ def test_no_measured_value_is_typed_into_prose():
 
 
 def test_a_count_planted_in_a_chapter_is_found():
-    """The scan on a real paragraph: the GQA chapter's sentence with its glued solve count
-    passes; the same sentence with the count typed in fails."""
+    """The scan on a real paragraph: the GQA chapter's takeaway with its glued seed count and
+    difference passes; the same paragraph with them typed in fails."""
     text = next(t for w, t in prose_sources() if w.startswith("chapters/gqa.md")
-                and "gqa_mha_add_fin_ctl" in t)
-    planted = text.replace("{glue:text}`gqa_mha_add_fin_ctl`", "38")
-    planted = planted.replace("{glue:text}`gqa_mha_add_fin_n`", "40")
-    assert typed_measurements(text) == [] and typed_measurements(planted) == ["38", "40"]
+                and "gqa_t_mha_n" in t)
+    planted = text.replace("{glue:text}`gqa_t_mha_n`", "10")
+    planted = planted.replace("{glue:text}`gqa_t_mha`", "0.022")
+    assert typed_measurements(text) == [] and typed_measurements(planted) == ["10", "0.022"]
 
 
 def test_method_page_states_the_budget_of_the_code():

@@ -379,16 +379,18 @@ def test_the_text_table_reads_the_text_decisions():
 
 
 def test_the_text_replication_and_rate_tables_read_as_prose():
-    from llamanat_core.text_comparisons import decide_text, learning_rate_table, text_replication
+    from llamanat_core.replication import text_replication
+    from llamanat_core.text_comparisons import decide_text, learning_rate_table
     from tests.test_text_comparisons import _study
 
     study = _study()
     rep = dtab.text_replication_table(text_replication(decide_text(study), study))
-    assert rep.loc["Shazeer 2020", "on text"] == "worse: Δ +0.080 nats, lower on 0 of 10"
+    words = rep.loc["Shazeer 2020", "on text (nats per character)"]
+    assert words.startswith("worse: Δ +0.080 [+0.0") and words.endswith("] nats, lower on 0 of 10")
     assert rep.loc["Shazeer 2020", "tested on"] == "gelu_mlp against llama, loss at the end"
     assert rep.loc["Press et al. 2022", "tested on"] == "llama, 4× its window against 1×"
-    assert rep.loc["Zhang & Sennrich 2019", "on text"].startswith("pending: Δ ")
-    assert "so far" in rep.loc["Zhang & Sennrich 2019", "on text"]
+    assert rep.loc["Zhang & Sennrich 2019", "on text (nats per character)"].startswith("pending: Δ ")
+    assert "so far" in rep.loc["Zhang & Sennrich 2019", "on text (nats per character)"]
     rates = pd.DataFrame({"variant": v, "rope_theta": 10_000.0, "seed": s, "lr_scale": k, "loss_end": x}
                          for k, ref, ctl in ((0.5, 1.80, 1.85), (1.0, 1.76, 1.78), (2.0, 1.74, 1.70))
                          for s in range(3) for v, x in (("llama", ref), ("mqa", ctl)))

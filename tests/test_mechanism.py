@@ -201,6 +201,34 @@ def test_at_twelve_pairs_rope_still_finds_the_value_and_the_learned_table_does_n
     assert by_pair.groupby(["layer", "head"])["items"].sum().eq(200).all()
 
 
+def test_lookup_heads_pick_each_seeds_head_that_reads_the_value(recall_seeds):
+    solved, unsolved = recall_seeds["llama"]
+    heads = mechanism.lookup_heads("llama", [solved, unsolved], (4, 8), n_items=50)
+    heads = heads.set_index(["seed", "n_pairs"])
+    assert heads.loc[(solved, 4)].mass > 0.5 > heads.loc[(unsolved, 4)].mass
+    model = mechanism.load_trained("llama", "recall", solved)[0]
+    summary = mechanism.recall_attention(model, solved, n_items=50)
+    values = summary[summary.role == "queried value"]
+    assert heads.loc[(solved, 4)].mass == pytest.approx(values.mass.max())  # the best head, not the mean
+    assert heads.loc[(solved, 4)].mass > values.mass.mean() or values.mass.nunique() == 1
+
+
+def test_text_attention_reach_of_a_uniform_reader():
+    """Queries and keys zeroed: every query spreads its attention evenly over the positions
+    it sees, so the mass within two characters back and the mean offset are known by hand."""
+    model = TinyLlama(variant_config("llama", vocab_size=81), seed=0).eval()
+    for layer in model.layers:
+        torch.nn.init.zeros_(layer.self_attn.q_proj.weight)
+    ids = torch.randint(0, 81, (3, 12), generator=torch.Generator().manual_seed(0))
+    reach = mechanism.text_attention_reach(model, ids, near=2, skip=4)
+    t = np.arange(4, 12)  # query positions read; each sees t + 1 positions
+    assert reach.near.to_numpy() == pytest.approx(np.mean(3 / (t + 1)), abs=1e-6)
+    assert reach.mean_offset.to_numpy() == pytest.approx(np.mean(t / 2), abs=1e-5)
+    assert len(reach) == model.cfg.n_layers * model.cfg.n_heads
+    with pytest.raises(ValueError, match="skip"):
+        mechanism.text_attention_reach(model, ids, skip=11)
+
+
 # ---------------------------------------------------------------- addition
 
 
@@ -298,3 +326,21 @@ def test_block_diagram_draws_the_same_bytes_twice():
         plt.close(fig)
 
 
+
+
+def test_the_inside_figures_draw_one_panel_per_model_and_layer():
+    model = TinyLlama(variant_config("llama"), seed=0).eval()
+    frame = mechanism.recall_item(model, 0, 4)
+    fig = plotting.recall_items_figure({"a": frame, "b": frame})
+    panels = [ax for ax in fig.axes if ax.images]
+    assert len(panels) == 2 and [ax.get_title() for ax in panels] == ["a", "b"]
+    plt.close(fig)
+    text = TinyLlama(variant_config("llama", vocab_size=81), seed=0).eval()
+    ids = torch.randint(0, 81, (1, 6), generator=torch.Generator().manual_seed(0))
+    maps = mechanism.attention_weights(text, ids)[:, 0].numpy()  # (L, H, T, T)
+    fig = plotting.text_window_figure({"llama": maps, "abs_pos": maps}, "ab\ncd ")
+    panels = [ax for ax in fig.axes if ax.images]
+    assert len(panels) == 2 * text.cfg.n_layers
+    assert [t.get_text() for t in panels[-1].get_xticklabels()] == ["a", "b", "\\n", "c", "d", " "]
+    assert panels[0].images[0].get_array()[3, 1] == pytest.approx(maps[0, :, 3, 1].mean())  # the heads' mean
+    plt.close(fig)

@@ -170,3 +170,33 @@ def test_the_ngram_lines_sit_at_their_loss():
     with pytest.raises(ValueError, match="half"):
         draw_ngram_lines(ax, baselines, half="train")
     plt.close(fig)
+
+
+def test_the_text_figures_draw_the_ngram_lines_in_bits_on_their_half():
+    """The curves are in bits on the validation half, the windows' endpoints on the test
+    half: each figure's 3-, 4- and 5-gram lines sit there (a line in nats, or on the other
+    half, would sit elsewhere)."""
+    import pandas as pd
+
+    from llamanat_core.plotting import text_arms_figure, text_loss_figure, text_windows_figure
+
+    orders = (3, 4, 5)
+    baselines = {"witten_bell": {str(n): {h: {"nats": 3.0 - n / 4 + (h == "test") / 10,
+                                              "bits": (3.0 - n / 4 + (h == "test") / 10) / math.log(2)}
+                                          for h in ("val", "test")} for n in orders}}
+    val_bits = [baselines["witten_bell"][str(n)]["val"]["bits"] for n in orders]
+    test_bits = [baselines["witten_bell"][str(n)]["test"]["bits"] for n in orders]
+    curves = pd.DataFrame({"run": "a", "seed": 0, "label": "llama", "step": [0, 100],
+                           "train_loss": [4.0, 2.0], "val_loss": [4.0, 2.2]})
+    runs = pd.DataFrame({"label": ["llama"], "loss_end": [1.5], "loss_2x": [1.6], "loss_4x": [1.8]})
+
+    def dotted(fig):
+        return sorted(line.get_ydata()[0] for line in fig.axes[0].lines if line.get_linestyle() == ":")
+
+    for fig, want in ((text_arms_figure(curves, {"llama": "llama"}, ngrams=baselines), val_bits),
+                      (text_loss_figure(curves, ngrams=baselines), val_bits),
+                      (text_windows_figure(runs, {"llama": "llama"}, 48, ngrams=baselines), test_bits)):
+        assert dotted(fig) == pytest.approx(sorted(want))
+        assert {t.get_text() for t in fig.axes[0].texts} >= {"3-gram", "4-gram", "5-gram"}
+        plt.close(fig)
+    assert dotted(text_arms_figure(curves, {"llama": "llama"})) == []  # none unless asked

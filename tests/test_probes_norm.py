@@ -34,9 +34,10 @@ def test_rms_norm_computes_in_at_least_float32():
 def test_eps_zero_gives_nan_on_a_zero_vector_and_eps_fixes_it():
     t = probe.eps_table(dim=8).set_index(["norm", "eps"])
     for norm in ("RMSNorm", "LayerNorm"):
-        assert t.loc[(norm, "0"), "NaN outputs"] == 8
-        assert t.loc[(norm, "1e-05"), "NaN outputs"] == 0
-        assert t.loc[(norm, "1e-05"), "max |output|"] == 0.0
+        assert t.loc[(norm, "0"), "undefined entries (0/0)"] == 8
+        assert t.loc[(norm, "1e-05"), "undefined entries (0/0)"] == 0
+        assert t.loc[(norm, "1e-05"), "max |output|"] == "0.0"
+        assert t.loc[(norm, "0"), "first entries"] == "undefined"  # no NaN printed
 
 
 def test_norm_parameters_per_variant():

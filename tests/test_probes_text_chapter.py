@@ -40,3 +40,26 @@ def test_validation_above_training_from_the_first_step_it_stays_so():
     assert held_out_above_from(curves(dips)) == 150
     assert held_out_above_from(curves({50: (0.1, 0.1), 100: (0.1, 0.1)})) == 50
     assert held_out_above_from(curves({50: (0.1, 0.1), 100: (0.1, -0.1)})) is None  # not at the end
+
+
+def test_the_ngram_table_reads_bits_on_the_half_asked_for():
+    from llamanat_core.probes.text_chapter import ngram_table
+
+    def entry(n, smooth):  # nats: lower with each order, Kneser-Ney a little lower; test 0.1 above val
+        return {h: {"nats": 3.0 - n / 4 - smooth + d, "bits": (3.0 - n / 4 - smooth + d) / math.log(2)}
+                for h, d in (("val", 0.0), ("test", 0.1))}
+
+    baselines = {"vocab": 81, "uniform": {"nats": math.log(81), "bits": math.log2(81)},
+                 "witten_bell": {str(n): entry(n, 0.0) for n in (1, 2, 3)},
+                 "kneser_ney": {str(n): entry(n, 0.05) for n in (1, 2, 3)}}
+    t = ngram_table(baselines, reference_nats=1.0 * math.log(2))
+    assert list(t.index) == ["uniform over 81 characters", "unigram (character frequencies)", "2-gram",
+                             "3-gram", "the trained reference (llama)"]
+    assert t.loc["3-gram", "Witten–Bell"] == pytest.approx((3.0 - 0.75 + 0.1) / math.log(2))  # the test half
+    assert t.loc["3-gram", "Kneser–Ney"] < t.loc["3-gram", "Witten–Bell"]
+    assert t.loc["the trained reference (llama)"].tolist() == [1.0, 1.0]  # nats turned into bits
+    val = ngram_table(baselines, half="val")
+    assert val.loc["2-gram", "Witten–Bell"] < t.loc["2-gram", "Witten–Bell"]  # the other half is read
+    assert "validation" in val.index.name and "test" in t.index.name
+    with pytest.raises(ValueError, match="half"):
+        ngram_table(baselines, half="train")

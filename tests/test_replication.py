@@ -67,30 +67,81 @@ def test_published_text_is_the_published_format():
     assert replication.D_BASE_10_BELOW.text() == "3 of 3 seeds"
 
 
-def _rows(*verdicts):
-    """Verdict rows of one finding: (regime, verdict) pairs."""
-    return pd.DataFrame([{"regime": r, "verdict": v} for r, v in verdicts])
+M = 0.15  # an accuracy margin: the rows below are accuracy gaps (control − reference)
+
+
+def _rows(*rows):
+    """Rows of one finding on accuracy at 1,200 steps: (regime, verdict, ci_low, ci_high)."""
+    return pd.DataFrame([{"regime": r, "verdict": v, "metric": "test_acc@1200", "ci_low": lo, "ci_high": hi,
+                          "margin_low": -M, "margin_high": M} for r, v, lo, hi in rows])
+
+
+@pytest.mark.parametrize("published, verdict, low, high, word", [
+    ("worse", "worse", -0.30, -0.20, "replicates"),  # beyond the margin on the published side
+    ("worse", "worse", -0.20, -0.05, "undecided"),  # decided, but the interval reaches inside the margin
+    ("worse", "equivalent", -0.10, 0.10, "is consistent"),  # inside the margin
+    ("worse", "better", 0.20, 0.30, "does not replicate"),  # beyond the margin the other way
+    ("worse", "better", 0.05, 0.30, "undecided"),  # the other way, but not by more than the margin
+    ("equivalent", "equivalent", -0.10, 0.10, "replicates"),
+    ("equivalent", "better", -0.009, 0.20, "undecided"),  # a gap inside, its interval reaching past
+    ("equivalent", "better", 0.16, 0.20, "does not replicate"),
+    ("not better", "equivalent", -0.10, 0.10, "replicates"),
+    ("not better", "undecided", -0.30, 0.10, "undecided"),  # no lead beyond the margin, but no verdict
+    ("not better", "better", 0.20, 0.30, "does not replicate"),
+    ("better", "pending", 0.20, 0.30, "not yet"),
+    ("better", "rarely solved", 0.20, 0.30, "undecided"),  # no verdict is read off its interval
+    ("better", "better", math.nan, math.nan, "undecided"),
+])
+def test_score_reads_the_interval_against_the_margin(published, verdict, low, high, word):
+    assert replication.score(published, verdict, low, high, -M, M) == word
+
+
+def test_score_rejects_an_unknown_direction():
+    with pytest.raises(ValueError, match="published"):
+        replication.score("faster", "better", 0.2, 0.3, -M, M)
+
+
+def test_toward_better_turns_a_speed_ratio_and_a_loss_so_larger_is_better():
+    speed = pd.Series({"ci_low": 1.5, "ci_high": 2.0, "margin_low": 0.8, "margin_high": 1.25})
+    lo, hi, m_lo, m_hi = replication.toward_better(speed, higher_is_better=False, log=True)
+    assert lo == pytest.approx(-math.log(2.0)) and hi == pytest.approx(-math.log(1.5))
+    assert m_lo == pytest.approx(-math.log(1.25)) and hi < m_lo  # slower beyond the margin
+    assert replication.score("worse", "worse", lo, hi, m_lo, m_hi) == "replicates"
+    wrong = replication.toward_better(speed, higher_is_better=True, log=True)  # the mistake: unflipped
+    assert replication.score("worse", "worse", *wrong) != "replicates"
 
 
 @pytest.mark.parametrize("rows, expected", [
-    ([("finite", "better"), ("finite", "undecided"), ("fresh", "better"), ("fresh", "better")], "yes"),
-    ([("finite", "better"), ("fresh", "both at chance")], "in one regime"),
-    ([("finite", "undecided"), ("fresh", "both at chance")], "not decided"),
-    ([("finite", "better"), ("fresh", "worse")], "no"),  # decided against it somewhere
-    ([("finite", "equivalent")], "no"),  # equivalence contradicts "sooner"
-    ([("finite", "better")], "yes"),  # the only regime trained
+    ([("finite", "better", 0.2, 0.4), ("finite", "undecided", -0.1, 0.3), ("fresh", "better", 0.2, 0.3)],
+     "replicates"),
+    ([("finite", "better", 0.2, 0.4), ("fresh", "both at chance", -0.1, 0.1)], "replicates in one regime"),
+    ([("finite", "undecided", -0.1, 0.3), ("fresh", "both at chance", -0.1, 0.1)], "undecided"),
+    ([("finite", "better", 0.2, 0.4), ("fresh", "worse", -0.4, -0.2)], "does not replicate"),
+    ([("finite", "equivalent", -0.1, 0.1)], "is consistent"),  # no gap worth the name: not against it
+    ([("finite", "better", 0.1, 0.4)], "undecided"),  # better, but not beyond the margin
 ])
-def test_replicates_reads_the_verdicts_by_the_fixed_rule(rows, expected):
-    finding = replication.FINDING["a"]  # agrees: better; against: worse, equivalent
+def test_replicates_reads_every_regime_by_the_fixed_rule(rows, expected):
+    finding = replication.FINDING["a"]  # published: better
+    assert finding.published == "better"
     assert replication.replicates(_rows(*rows), finding) == expected
 
 
-def test_no_lead_is_replicated_by_worse_or_equivalent_and_refuted_by_better():
+def test_no_lead_is_refuted_only_by_a_lead_beyond_the_margin():
     finding = replication.FINDING["d base 1,000,000"]
-    assert replication.replicates(_rows(("finite", "equivalent")), finding) == "yes"
-    assert replication.replicates(_rows(("finite", "worse")), finding) == "yes"
-    assert replication.replicates(_rows(("finite", "better")), finding) == "no"
-    assert replication.replicates(_rows(), finding) == "not decided"
+    assert finding.published == "not better"
+    assert replication.replicates(_rows(("finite", "equivalent", -0.1, 0.1)), finding) == "replicates"
+    assert replication.replicates(_rows(("finite", "worse", -0.4, -0.2)), finding) == "replicates"
+    assert replication.replicates(_rows(("finite", "better", 0.2, 0.3)), finding) == "does not replicate"
+    assert replication.replicates(_rows(), finding) == "undecided"
+
+
+def test_a_size_confound_is_named_and_a_matched_control_has_none():
+    assert replication.size_note("mha") == (
+        "mha has 7.9 % more parameters than llama: size and mechanism are confounded")
+    assert replication.size_note("mha_matched") == "" and replication.size_note("layernorm") == ""
+    assert "fewer" in replication.size_note("mqa")
+    with pytest.raises(ValueError, match="variant"):
+        replication.text_parameters("nosuch")
 
 
 def test_each_finding_is_tested_by_comparisons_the_study_decides(committed_decisions):
@@ -111,9 +162,9 @@ def test_the_committed_study_replicates_what_the_chapter_says(committed_results,
     got = dict(zip(table.index, table["replicates?"]))
     # (c) and (e copy): the GELU MLP's finite recall speed is rarely solved (it never
     # solves) and the ten-seed decisions at 1,200 steps were withdrawn by the correction
-    assert got == {"(a)": "yes", "(b)": "in one regime", "(c)": "not decided",
-                   "(d base 10)": "not decided", "(d base 1,000,000)": "not decided",
-                   "(e copy)": "not decided", "(e untied)": "not decided"}
+    assert got == {"(a)": "replicates", "(b)": "replicates in one regime", "(c)": "undecided",
+                   "(d base 10)": "undecided", "(d base 1,000,000)": "undecided",
+                   "(e copy)": "undecided", "(e untied)": "undecided"}
     assert "0.662 ± 0.411" in table.loc["(a)"].iloc[1]  # the published column
     assert "finite: abs_pos 1.000" in table.loc["(a)"].iloc[2]  # ours
     assert table.loc["(a)", "verdicts"] == "finite: better, undecided; fresh: better, better"

@@ -540,3 +540,22 @@ def test_the_text_windows_figure_draws_each_arm_at_one_two_and_four_windows():
     assert means[1].get_color() == "#D55E00" and means[0].get_color() == variant_color("llama")
     again = text_windows_figure(runs, {"llama": "llama", "base 10": "#D55E00"}, 48)
     assert png_bytes(fig) == png_bytes(again)
+
+
+def test_one_colour_per_verdict_kind():
+    """Every verdict kind `decide` and the decision figures write has a colour of its own:
+    no two share one, and each is told apart from the rest in normal vision."""
+    from llamanat_core import comparisons, plotting
+    from llamanat_core.plotting import decisions
+
+    kinds = {"better", "worse", "equivalent", "undecided", "both at chance",
+             comparisons.RARELY_SOLVED, comparisons.MOSTLY_AT_CHANCE, "not learned"}
+    assert kinds <= set(plotting.VERDICT_COLORS) and decisions.COLORS == plotting.VERDICT_COLORS
+    colours = list(plotting.VERDICT_COLORS.values())
+    assert len(set(colours)) == len(colours)
+    normal = [c for c in colour_clashes(plotting.VERDICT_COLORS) if c.endswith(" normal")]
+    assert normal == []
+    # the check can fail: the earlier table gave both kinds of "too little to read" one colour
+    earlier = dict(plotting.VERDICT_COLORS, **{comparisons.MOSTLY_AT_CHANCE: "#b09a6e"})
+    assert len(set(earlier.values())) < len(earlier)
+    assert "rarely solved/mostly at chance normal" in colour_clashes(earlier)

@@ -34,6 +34,8 @@ from .attention import (
     position_heatmap,
     recall_attention_figure,
     recall_by_pair_figure,
+    recall_items_figure,
+    text_window_figure,
 )
 from .curves import (
     draw_ngram_lines,
@@ -97,6 +99,6 @@ __all__ = ["draw_ngram_lines", "text_arms_figure", "text_loss_figure", "text_win
            "loss_curves_axes", "loss_figure", "early_loss_figure", "HEAT_CMAP", "MAP_LABEL",
            "attention_heatmap",
            "attention_grid", "head_map_axes", "head_map_figure", "position_heatmap",
-           "recall_attention_figure", "recall_by_pair_figure",
+           "recall_attention_figure", "recall_items_figure", "text_window_figure", "recall_by_pair_figure",
            "addition_attention_figure", "VERDICT_COLORS", "VISIONS", "colour_distance",
            "colliding_tick_labels", "keep_end_labels_inside"]

@@ -1,5 +1,5 @@
 """The attention figures: `attention_heatmap`, `attention_grid`, `position_heatmap`, and the
-task summaries `recall_attention_figure`, `recall_by_pair_figure`,
+task summaries `recall_attention_figure`, `recall_items_figure`, `recall_by_pair_figure`,
 `addition_attention_figure`. They draw what `llamanat_core.mechanism` returns, on the
 sequential `HEAT_CMAP` with token names on the axes and a colour bar. `head_map_figure`
 draws which KV head each query head reads (`probes.gqa.head_maps`).
@@ -13,7 +13,7 @@ import numpy as np
 from ..mechanism import ADDITION_SOURCES, CHAIN, RECALL_ROLES
 from ..tasks import TRAIN_PAIRS
 from .seeds import legend_outside
-from .style import CHANCE_COLOR, PALETTE, VARIANT_COLORS, VERMILION, use_book_style, variant_color
+from .style import CHANCE_COLOR, FIGSIZE, PALETTE, VARIANT_COLORS, VERMILION, use_book_style, variant_color
 
 # ---------------------------------------------------------------- attention maps
 
@@ -98,6 +98,43 @@ def position_heatmap(ax, frame, title: str | None = None, mark=("queried key", "
             label.set_color(VERMILION)
             label.set_fontweight("bold")
     return im
+
+
+def text_window_figure(maps: dict, chars: str):
+    """Several text models on one window: one row per model (`maps` label -> (L, H, T, T),
+    `mechanism.attention_weights` of one window), one column per layer, each panel the
+    mean over the layer's heads; `chars` the window's characters, one per position."""
+    use_book_style()
+    labels = [repr(c)[1:-1] if c.isspace() else c for c in chars]  # a newline shows as \n
+    n_layers = next(iter(maps.values())).shape[0]
+    fig, axes = plt.subplots(len(maps), n_layers, squeeze=False, sharex=True, sharey=True,
+                             figsize=(FIGSIZE[0], 3.2 * len(maps) + 0.4), layout="constrained")
+    for r, (label, m) in enumerate(maps.items()):
+        for layer in range(n_layers):
+            im = attention_heatmap(axes[r, layer], np.asarray(m[layer], dtype=float).mean(0), labels,
+                                   title=f"{label}, layer {layer + 1} (mean of heads)", colorbar=False)
+            axes[r, layer].label_outer()
+    fig.colorbar(im, ax=axes, label=MAP_LABEL, fraction=0.025, pad=0.02)
+    return fig
+
+
+def recall_items_figure(frames: dict, title: str | None = None):
+    """`mechanism.recall_item` of several models on the same item, one panel each, stacked:
+    every layer and head's attention from the answer position over the item's positions,
+    the pair asked about in bold. `frames` maps a label to a frame."""
+    use_book_style()
+    n_rows = sum(len(f) for f in frames.values())
+    fig, axes = plt.subplots(len(frames), 1, squeeze=False, sharex=True,
+                             figsize=(FIGSIZE[0], 0.9 + 0.32 * n_rows + 0.5 * len(frames)))
+    for ax, (label, frame) in zip(axes[:, 0], frames.items()):
+        position_heatmap(ax, frame, title=label, colorbar=False)
+    for ax in axes[:-1, 0]:
+        ax.set_xlabel("")
+    im = axes[-1, 0].images[0]
+    fig.colorbar(im, ax=axes[:, 0], label="attention", fraction=0.03, pad=0.02)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    return fig
 
 
 def _mass_panel(ax, values, title: str, title_size: float, xlabels, rotation: float, ylabels,

@@ -113,10 +113,11 @@ def loss_figure(curves, variant: str, task: str, regimes=REGIMES, hline: float |
     return fig
 
 
-def text_loss_figure(curves, baselines: dict[str, float] | None = None):
+def text_loss_figure(curves, baselines: dict[str, float] | None = None, ngrams: dict | None = None):
     """Training and validation loss on text, in bits per character, of every seed in
     `curves` (faint) and their median (thick), with each of `baselines` (label -> nats per
-    character) as a dotted line."""
+    character) as a dotted line, and the counted 3-, 4- and 5-gram models on the same
+    validation half (`ngrams`: `ngram.load_ngram_baselines()`), if given."""
     use_book_style()
     bits = curves.assign(train_loss=curves.train_loss / math.log(2), val_loss=curves.val_loss / math.log(2))
     fig, ax = plt.subplots(figsize=(6.4, 3.6), layout="constrained")
@@ -126,6 +127,8 @@ def text_loss_figure(curves, baselines: dict[str, float] | None = None):
         ax.annotate(label, (1.0, nats / math.log(2)), xycoords=("axes fraction", "data"),
                     xytext=(-4, 3 + 9 * (i % 2)), textcoords="offset points", ha="right",
                     fontsize=8, color=CHANCE_COLOR)
+    if ngrams is not None:
+        draw_ngram_lines(ax, ngrams, half="val", unit="bits")
     ax.set_ylabel("loss (bits per character)")
     plain_ticks(ax, "y")
     ax.plot([], [], color=BLUE, lw=2.0, label="training, median")
@@ -160,11 +163,12 @@ def draw_ngram_lines(ax, baselines: dict, orders=(3, 4, 5), half: str = "val",
     return lines
 
 
-def text_arms_figure(curves, arms: dict[str, str]):
+def text_arms_figure(curves, arms: dict[str, str], ngrams: dict | None = None):
     """Validation loss on the held-out novel, in bits per character, of several text arms:
     each seed faint and the arms' medians thick, one colour per arm. `arms` maps a label
     to a `variant_color` name or a colour ("#RRGGBB"); `curves` carries a `label` column
-    naming each run's arm."""
+    naming each run's arm. `ngrams` (`ngram.load_ngram_baselines()`): the counted 3-, 4-
+    and 5-gram models on the same validation half, dotted."""
     use_book_style()
     fig, ax = plt.subplots(figsize=(6.4, 3.4), layout="constrained")
     for label, colour_of in arms.items():
@@ -177,6 +181,8 @@ def text_arms_figure(curves, arms: dict[str, str]):
         median = g.pivot_table(index="step", columns="seed", values="bits").median(axis=1)
         ax.plot(median.index, median.values, color=colour, lw=2.0,
                 label=f"{label} ({g.seed.nunique()} seeds)")
+    if ngrams is not None:
+        draw_ngram_lines(ax, ngrams, half="val", unit="bits")
     ax.set_yscale("log")
     plain_ticks(ax, "y")
     ax.set_xlabel("training step")
@@ -190,11 +196,12 @@ def _colour(name_or_colour: str) -> str:
     return name_or_colour if name_or_colour.startswith("#") else variant_color(name_or_colour)
 
 
-def text_windows_figure(runs, arms: dict[str, str], context: int):
+def text_windows_figure(runs, arms: dict[str, str], context: int, ngrams: dict | None = None):
     """Held-out loss in bits per character at the end of training, read on windows of 1, 2
     and 4 times the training `context`, of several text arms: each seed a faint line, the
     arms' means thick. `arms` maps a label to a variant name or a colour, as in
-    `text_arms_figure`; `runs` carries a `label` column (`text_comparisons.labelled_runs`)."""
+    `text_arms_figure`; `runs` carries a `label` column (`text_comparisons.labelled_runs`).
+    `ngrams`: the counted 3-, 4- and 5-gram models on the same held-out half, dotted."""
     import matplotlib.pyplot as plt
 
     use_book_style()
@@ -210,6 +217,8 @@ def text_windows_figure(runs, arms: dict[str, str], context: int):
             ax.plot(x, row, color=_colour(colour_of), lw=0.6, alpha=0.3)
         ax.plot(x, bits.mean(axis=0), color=_colour(colour_of), lw=2.0, marker="o",
                 label=f"{label} ({len(g)} seed{'s' if len(g) != 1 else ''})")
+    if ngrams is not None:  # the endpoints are read on the test half, and so are these
+        draw_ngram_lines(ax, ngrams, half="test", unit="bits")
     ax.set_xscale("log", base=2)
     ax.set_xticks(x, [f"{n:,}" + (" (trained)" if n == context else "") for n in x])
     ax.minorticks_off()

@@ -10,7 +10,7 @@ palette; their words (labels, effects, titles) come from `llamanat_core.decision
   by a faint line, the two medians by a thick one;
 - `inversion_figure`: an interval read off its test, p against the shift.
 
-The verdict colours are `VERDICT_COLORS`, with `not learned` added here.
+The verdict colours are `VERDICT_COLORS`, one per verdict kind.
 """
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ from .style import (
 
 RATIO_TICKS = (0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50)
 FINE_RATIO_TICKS = (0.25, 0.4, 0.8, 1.25, 2.5, 4)
-COLORS = dict(VERDICT_COLORS, **{"both at chance": PALETTE[4], "not learned": CHANCE_COLOR})
+COLORS = VERDICT_COLORS
 """Verdict colours; at chance is reddish purple here, far from the vermilion of `worse`."""
 MARGIN_COLOR = "#cfe3f2"
 MARGIN_LABEL = "equivalence margin"

@@ -22,6 +22,7 @@ import matplotlib
 import matplotlib.pyplot as plt
 import matplotlib.ticker as mticker
 import numpy as np
+import pandas as pd
 
 from ..report import MINUS
 
@@ -104,12 +105,14 @@ def _in_kernel() -> bool:
 
 
 def use_book_style() -> None:
-    """Apply the book's matplotlib style; inside a kernel, make inline figures PNG-only
-    with fixed dpi and no metadata, and silence tqdm's missing-widgets notice.
+    """Apply the book's matplotlib style and show table cells whole; inside a kernel, make
+    inline figures PNG-only with fixed dpi and no metadata, and silence tqdm's
+    missing-widgets notice.
     Safe to call more than once."""
     if not _in_kernel():
         matplotlib.use("Agg")  # scripts and tests: never open a window
     matplotlib.rcParams.update(STYLE)
+    pd.set_option("display.max_colwidth", None)  # a table cell is shown whole, never cut with "..."
     # The book renders notebooks without ipywidgets; tqdm's notice about that (raised when
     # transformers or a progress bar imports tqdm.auto) would otherwise land in the page.
     warnings.filterwarnings("ignore", message="IProgress not found")
@@ -218,6 +221,8 @@ def keep_end_labels_inside(ax) -> None:
 
 
 VERDICT_COLORS = {"better": GREEN, "worse": VERMILION, "equivalent": BLUE,
-                  "both at chance": ORANGE, "undecided": NEUTRAL, "rarely solved": "#b09a6e",
-                  "mostly at chance": "#b09a6e"}
-"""One colour per verdict of `comparisons.decide` (the decision figures add `not learned`)."""
+                  "both at chance": PALETTE[4], "undecided": NEUTRAL, "rarely solved": "#b09a6e",
+                  "mostly at chance": "#332288", "not learned": CHANCE_COLOR}
+"""One colour per verdict kind of `comparisons.decide` (and the decision figures' `not
+learned`), no two alike: rarely solved (too few solves to time) and mostly at chance (most
+pairs uninformative) are different findings and are told apart."""

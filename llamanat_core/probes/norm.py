@@ -45,15 +45,17 @@ def _fmt_vec(x: torch.Tensor, digits: int = 3) -> str:
 
 @torch.no_grad()
 def eps_table(dim: int = 64, eps_values=(0.0, 1e-5)) -> pd.DataFrame:
-    """Both norms on an all-zero vector: eps = 0 divides 0 by 0 and returns NaN."""
+    """Both norms on an all-zero vector: eps = 0 divides 0 by 0 and returns NaN, which the
+    table calls what it is, undefined (0/0), rather than printing NaNs."""
     x = torch.zeros(dim)
     rows = []
     for eps in eps_values:
         for name, norm in zip(("RMSNorm", "LayerNorm"), norm_pair(dim, eps)):
             y = norm(x)
-            rows.append({"norm": name, "eps": f"{eps:g}", "NaN outputs": int(torch.isnan(y).sum()),
-                         "max |output|": float(y.abs().max()),  # nan if any entry is nan
-                         "first entries": _fmt_vec(y[:3], 1)})
+            undefined = int(torch.isnan(y).sum())
+            rows.append({"norm": name, "eps": f"{eps:g}", "undefined entries (0/0)": undefined,
+                         "max |output|": "undefined" if undefined else f"{float(y.abs().max()):.1f}",
+                         "first entries": "undefined" if undefined else _fmt_vec(y[:3], 1)})
     return pd.DataFrame(rows)
 
 
