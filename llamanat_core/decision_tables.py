@@ -462,3 +462,17 @@ def margin_table(moved: pd.DataFrame) -> pd.DataFrame:
     cols = {"study": "study", "family": "family", "endpoint": "endpoint", "margin": "margin",
             "verdict": "verdict", "verdict_scaled": "at the scaled margin"}
     return out.set_index("comparison")[list(cols)].rename(columns=cols)
+
+
+def two_text_analyses_table(both: pd.DataFrame) -> pd.DataFrame:
+    """`text_comparisons.registered_and_corrected` on the primary rows as a reader reads
+    them: each analysis's seeds, centre (the registered one's mean, the corrected one's
+    median; nats per character) and verdict, and what the correction moved."""
+    rows = []
+    for r in both[both.primary.astype(bool)].itertuples():
+        rows.append({"comparison": r.comparison,
+                     "registered: seeds": r.n_registered, "mean Δ": signed(r.effect_registered, 4),
+                     "registered verdict": r.verdict_registered,
+                     "corrected: seeds": r.n_corrected, "median Δ": signed(r.effect_corrected, 4),
+                     "corrected verdict": r.verdict_corrected})
+    return pd.DataFrame(rows).set_index("comparison")

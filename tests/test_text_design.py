@@ -306,3 +306,21 @@ def test_on_the_committed_text_study_the_registered_test_decides_every_primary_r
     assert primary.verdict_corrected.isin(settled).sum() == 7
     same = primary.verdict_registered == primary.verdict_corrected
     assert (primary[~same].moved.str.startswith("verdict ")).all()
+
+
+def test_the_two_text_analyses_table_shows_the_primary_rows_of_each_analysis():
+    """The reader's table keeps only primary rows, one per comparison, and puts each
+    analysis's own seeds and verdict under its name (a swapped pair of columns is caught by
+    the row whose seeds differ between the two)."""
+    from llamanat_core.decision_tables import two_text_analyses_table
+    from llamanat_core.text_comparisons import registered_and_corrected
+
+    rng = np.random.default_rng(3)
+    nine = np.concatenate([[-0.001], rng.normal(0.02, 0.004, 39)])
+    results = fourth_edition({"mqa": nine, "postnorm": rng.normal(0.3, 0.01, 40)},
+                             {"mqa": range(40), "postnorm": range(10)})
+    table = two_text_analyses_table(registered_and_corrected(results))
+    assert sorted(table.index) == ["mqa", "postnorm"]
+    assert table.loc["mqa", ["registered: seeds", "corrected: seeds"]].tolist() == [10, 40]
+    assert table.loc["mqa", ["registered verdict", "corrected verdict"]].tolist() == ["worse", "worse"]
+    assert table.loc["postnorm", "mean Δ"].startswith("+0.3")

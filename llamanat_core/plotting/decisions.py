@@ -32,6 +32,7 @@ from .style import (
     VERDICT_COLORS,
     keep_end_labels_inside,
     plain_number,
+    step_panel_axes,
     use_book_style,
 )
 
@@ -211,18 +212,8 @@ def solve_curves_figure(cells: dict, cap: float, reference: str = "reference", c
             if notes and (r, c) in notes:  # above the 100 % line, where no curve goes
                 ax.text(0.03, 0.98, notes[(r, c)], transform=ax.transAxes, ha="left", va="top", fontsize=7.5,
                         color=CHANCE_COLOR)
-            ax.set_xlim(0, cap)
-            ax.set_ylim(-3, 125)
-            ax.set_xticks([0, cap / 2, cap])
-            ax.xaxis.set_major_formatter(lambda x, _: f"{x:,.0f}")
-            ax.set_yticks([0, 50, 100])
-            if i == 0:
-                ax.set_title(c, fontsize=9, color=colors.get(c, "black"))
-            if j == 0:
-                ax.set_ylabel(f"{r}\nsolved (%)", fontsize=8.5)
-            if i == len(rows) - 1:
-                ax.set_xlabel("step", fontsize=8.5)
-            ax.tick_params(labelsize=7.5)
+            step_panel_axes(ax, cap, 125, c if i == 0 else None, f"{r}\nsolved (%)" if j == 0 else None,
+                            i == len(rows) - 1, colors.get(c, "black"))
     for ax in axes[-1]:  # after every panel's ticks are set (shared axes rebuild them)
         keep_end_labels_inside(ax)  # panels side by side: "4,800" never meets the next "0"
     handles = [Line2D([], [], label=reference, **REFERENCE_STYLE),

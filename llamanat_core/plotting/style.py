@@ -226,3 +226,22 @@ VERDICT_COLORS = {"better": GREEN, "worse": VERMILION, "equivalent": BLUE,
 """One colour per verdict kind of `comparisons.decide` (and the decision figures' `not
 learned`), no two alike: rarely solved (too few solves to time) and mostly at chance (most
 pairs uninformative) are different findings and are told apart."""
+
+
+def step_panel_axes(ax, cap: float, top: float, title: str | None, ylabel: str | None,
+                    xlabel: bool, title_colour: str = "black") -> None:
+    """One panel of a grid of step curves (share solved, or not solved) over 0..`cap`
+    steps: the same limits, ticks and labels in every such figure, so panels read alike.
+    `top` leaves room above 100 % where a figure writes its notes."""
+    ax.set_xlim(0, cap)
+    ax.set_ylim(-3, top)
+    ax.set_xticks([0, cap / 2, cap])
+    ax.xaxis.set_major_formatter(lambda x, _: f"{x:,.0f}")
+    ax.set_yticks([0, 50, 100])
+    if title is not None:
+        ax.set_title(title, fontsize=9, color=title_colour)
+    if ylabel is not None:
+        ax.set_ylabel(ylabel, fontsize=8.5)
+    if xlabel:
+        ax.set_xlabel("step", fontsize=8.5)
+    ax.tick_params(labelsize=7.5)

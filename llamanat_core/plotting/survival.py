@@ -10,7 +10,7 @@ import numpy as np
 from matplotlib.lines import Line2D
 
 from ..stats import CONFIDENCE, kaplan_meier
-from .style import CHANCE_COLOR, NEUTRAL, PALETTE, keep_end_labels_inside, use_book_style
+from .style import CHANCE_COLOR, NEUTRAL, PALETTE, keep_end_labels_inside, step_panel_axes, use_book_style
 
 REFERENCE = {"color": "#555555", "lw": 1.3, "ls": "--"}
 
@@ -60,18 +60,8 @@ def kaplan_meier_figure(cells: dict, cap: float, reference: str = "reference", c
             if notes and (r, c) in notes:
                 ax.text(0.04, 0.04, notes[(r, c)], transform=ax.transAxes, ha="left", va="bottom", fontsize=7,
                         color=CHANCE_COLOR)  # bottom left: every curve starts at the top
-            ax.set_xlim(0, cap)
-            ax.set_ylim(-3, 105)
-            ax.set_xticks([0, cap / 2, cap])
-            ax.xaxis.set_major_formatter(lambda x, _: f"{x:,.0f}")
-            ax.set_yticks([0, 50, 100])
-            if i == 0:
-                ax.set_title(c, fontsize=9, color=colors.get(c, "black"))
-            if j == 0:
-                ax.set_ylabel(f"{r}\nnot solved (%)", fontsize=8.5)
-            if i == len(rows) - 1:
-                ax.set_xlabel("step", fontsize=8.5)
-            ax.tick_params(labelsize=7.5)
+            step_panel_axes(ax, cap, 105, c if i == 0 else None, f"{r}\nnot solved (%)" if j == 0 else None,
+                            i == len(rows) - 1, colors.get(c, "black"))
     for ax in axes[-1]:
         keep_end_labels_inside(ax)
     handles = [Line2D([], [], label=reference, **REFERENCE),
