@@ -191,7 +191,7 @@ def _study_tuned(args, settings) -> int:
                          "no --seeds (its stages choose them), no --added-seeds")
     steps = None if settings.budget == Budget() else settings.budget.steps
     if args.list:
-        stored = stored_in(settings.cache_dir, settings.weights_dir)
+        stored = stored_in(settings.cache_dir)
         p = tuned_plan(stored, steps, compile=settings.compile)
         for stage, runs in p.items():
             print(f"{stage}: {len(runs)} runs ({sum(stored(r) is not None for r in runs)} stored)")

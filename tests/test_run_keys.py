@@ -9,7 +9,6 @@ import json
 import pytest
 
 from llamanat_core import two_stage
-from llamanat_core.paths import WEIGHTS_DIR
 from llamanat_core.study import STUDY_DIR, Run, text_recipe, unique_runs
 from llamanat_core.study.results import frame
 from llamanat_core.study.run import record_key, run_from_record
@@ -51,7 +50,7 @@ def test_a_text_field_at_its_old_default_stays_out_of_the_record():
 
 
 def test_every_committed_run_file_is_rebuilt_from_the_plans():
-    stored = text_recipe.stored_in(STUDY_DIR, WEIGHTS_DIR)
+    stored = text_recipe.stored_in(STUDY_DIR)
     planned = unique_runs(two_stage.study_plan(train_added=True)) + \
         unique_runs(two_stage.text_study_plan(train_added=True)) + \
         unique_runs(text_recipe.tuned_plan(stored))

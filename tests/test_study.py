@@ -480,14 +480,13 @@ def test_committed_text_study_matches_its_summary():
     """The text summaries hold exactly the cached text runs, and every run file in the cache
     belongs to the puzzles' plan, the text plan or the tuned text study's (none left over
     from another plan)."""
-    from llamanat_core.paths import WEIGHTS_DIR
     from llamanat_core.study import text_recipe
 
     text = _cached_text_runs()
     assert {r.key for r in text} == set(study.load_text_results().run)
     assert set(study.load_text_curves().run) == {r.key for r in text}
     # the tuned study's run files (their weights land once each bracket settles)
-    stored = text_recipe.stored_in(study.STUDY_DIR, WEIGHTS_DIR)
+    stored = text_recipe.stored_in(study.STUDY_DIR)
     tuned = [r for r in unique_runs(text_recipe.tuned_plan(stored)) if run_path(study.STUDY_DIR, r).exists()]
     planned = {r.key for r in unique_runs(two_stage.study_plan())} | {r.key for r in text} | \
         {r.key for r in tuned}

@@ -2,6 +2,7 @@
 is interior, each stage opens when the one before it has settled, and nothing chooses by
 the test half."""
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -165,3 +166,24 @@ def test_fit_trains_the_tuned_recipe_by_default_and_refuses_text_flags_on_a_puzz
 
     assert main(["fit", "--variant", "llama", "--task", "addition", "--size", "M"]) != 0
     assert "apply to --task text only" in capsys.readouterr().err
+
+
+def test_the_plan_reads_run_files_without_weights_and_the_runner_still_wants_the_kept_ones(tmp_path):
+    """A committed bracket run (seeds 0-2 of an open bracket keep weights) copied into an
+    empty cache without its weights: the plan reads its result, so a settled bracket needs
+    no weights at its other rates; the runner's own check still counts it as missing, so a
+    best rate's kept weights are trained again rather than lost."""
+    import shutil
+
+    from llamanat_core.study import STUDY_DIR
+    from llamanat_core.study.run_files import load_entry, run_path
+
+    opening = tr.tuned_plan(lambda r: None)["tuned_bracket"]
+    run = next(r for r in opening if run_path(STUDY_DIR, r).exists() and r.keeps_weights)
+    (tmp_path / "runs").mkdir()
+    shutil.copy(run_path(STUDY_DIR, run), run_path(tmp_path, run))
+    entry = tr.stored_in(tmp_path)(run)
+    assert entry is not None and entry["endpoints"]["loss_val"] > 0
+    assert load_entry(tmp_path, run, tmp_path / "weights") is None
+    assert tr._weights_missing(run, tmp_path / "weights")
+    assert not tr._weights_missing(replace(run, keep_weights=False), tmp_path / "weights")

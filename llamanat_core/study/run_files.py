@@ -95,9 +95,10 @@ def committed_entries(cache_dir: Path = STUDY_DIR, runs=None) -> dict[str, dict]
     return out
 
 
-def load_entry(cache_dir: Path, run: Run, weights_dir: Path = WEIGHTS_DIR) -> dict | None:
+def load_entry(cache_dir: Path, run: Run, weights_dir: Path | None = WEIGHTS_DIR) -> dict | None:
     """The cached result of `run`, or None when it must be (re)computed: absent, damaged
-    (reported on stderr), or its kept weights are missing."""
+    (reported on stderr), or its kept weights are missing (`weights_dir` None: the run
+    file alone, for reading a result whose weights nobody needs yet)."""
     path = run_path(cache_dir, run)
     if not path.exists():
         return None
@@ -105,7 +106,7 @@ def load_entry(cache_dir: Path, run: Run, weights_dir: Path = WEIGHTS_DIR) -> di
     if entry is None:
         print(f"study: cache entry {path.name} ({run.label}) is {why}; recomputing", file=sys.stderr)
         return None
-    if run.keeps_weights and not weights_path(run, weights_dir).exists():
+    if weights_dir is not None and run.keeps_weights and not weights_path(run, weights_dir).exists():
         return None
     return entry
 

@@ -42,6 +42,7 @@ from .plan import unique_runs
 from .results import TUNED_CURVES, TUNED_RESULTS, run_study, write_text_summary
 from .run import Run
 from .run_files import load_entry
+from .weights import weights_path
 
 RECIPE_STEPS = 2400  # from the pilot (see the module's docstring)
 WARMUP_SHARE = 0.05  # the first text study's 40 of 800 steps
@@ -221,16 +222,23 @@ def _size_stage(out: dict, size: str, centres: dict, stored: Stored, cut: tuple,
     return {arm: b.best for arm, b in brackets.items()}
 
 
-def stored_in(cache_dir: Path, weights_dir: Path) -> Stored:
+def stored_in(cache_dir: Path) -> Stored:
     """A run's stored entry in a cache, or None; entries found are remembered (a stored
-    run never changes), misses are looked up again."""
+    run never changes), misses are looked up again. The plan reads run files alone: while
+    a bracket is open every seed 0-2 saves its weights, but only the best rate's are kept
+    in the end, so a settled bracket's other runs need none (the runner still trains a run
+    whose kept weights are missing)."""
     found: dict[str, dict] = {}
 
     def stored(run: Run) -> dict | None:
-        if run.key not in found and (e := load_entry(cache_dir, run, weights_dir)) is not None:
+        if run.key not in found and (e := load_entry(cache_dir, run, weights_dir=None)) is not None:
             found[run.key] = e
         return found.get(run.key)
     return stored
+
+
+def _weights_missing(run: Run, weights_dir: Path) -> bool:
+    return run.keeps_weights and not weights_path(run, weights_dir).exists()
 
 
 def run_tuned(cache_dir: Path = STUDY_DIR, workers: int = 1, steps: int | None = None,
@@ -240,11 +248,11 @@ def run_tuned(cache_dir: Path = STUDY_DIR, workers: int = 1, steps: int | None =
     then write its summary (tuned_results.csv, tuned_curves.csv). Stopped, it keeps every
     stored run, and the same call resumes."""
     weights_dir = weights_dir or study_weights_dir(cache_dir)
-    stored = stored_in(Path(cache_dir), weights_dir)
+    stored = stored_in(Path(cache_dir))
     while True:
         p = tuned_plan(stored, steps, compile=compile)
         runs = unique_runs(p)
-        if all(stored(r) is not None for r in runs):
+        if all(stored(r) is not None and not _weights_missing(r, weights_dir) for r in runs):
             break
         run_study(runs, cache_dir, workers, weights_dir=weights_dir, progress=progress, **executor_options)
     entries = {r.key: stored(r) for r in runs}
