@@ -259,15 +259,20 @@ def registered_branch(first: np.ndarray, margin: float) -> str:
     return BRANCHES[2] if go_on else BRANCHES[0] if why.startswith("decided") else BRANCHES[1]
 
 
-def text_branch(first: np.ndarray, margin: float) -> str:
-    """Which way the text study's own stage-1 rule (`paired.first_look`, the sign test that
-    chose which text rows got seeds 10–39) sends ten seeds, in whole units."""
+def sign_test_branch(first: np.ndarray, margin: float) -> str:
+    """Which way the sign test's stage-1 rule (`paired.first_look`, the rule the text study
+    ran and the corrected puzzle analysis stops by, `comparisons.stage_one`) sends ten
+    seeds, in whole units."""
     look = paired.first_look(first, unit=1, margin=margin)
     return {"decided": BRANCHES[0], "equivalent": BRANCHES[1], "continue": BRANCHES[2]}[look]
 
 
-STAGE_ONE_RULES = {False: registered_branch, True: text_branch}
-"""The stage-1 rule each study ran, by `text`: the resampling branches by it."""
+REGISTERED, CORRECTED = "registered (sign flips, centre of symmetry)", "corrected (sign test, median seed)"
+STAGE_ONE_RULES = {False: {REGISTERED: registered_branch, CORRECTED: sign_test_branch},
+                   True: {REGISTERED: sign_test_branch, CORRECTED: sign_test_branch}}
+"""The stage-1 rule behind each construction, by `text`: each puzzle analysis stops by its own
+test (one test from the first look to the verdict); the text study ran the sign test's rule
+under both. The resampling branches every construction by its own rule."""
 RESAMPLE_DRAWS = {False: 150, True: 60}
 """Draws per truth of each committed validation (`--resample` with no number), by `text`;
 the record keeps them (`draws_per_truth`) and the command that wrote it (`command`)."""
@@ -287,8 +292,7 @@ def corrected_look(first, added, margin, span):
     return r.low, r.high, {"higher": "decided", "lower": "decided"}.get(r.verdict, r.verdict)
 
 
-RESAMPLED = {"registered (sign flips, centre of symmetry)": (registered_look, "mean"),
-             "corrected (sign test, median seed)": (corrected_look, "median")}
+RESAMPLED = {REGISTERED: (registered_look, "mean"), CORRECTED: (corrected_look, "median")}
 """Each construction, and the estimand it is scored against."""
 
 
@@ -300,19 +304,19 @@ def false_decision(lo: float, hi: float, verdict: str, truth: float, margin: flo
     return verdict == "equivalent" and abs(truth) >= margin
 
 
-def resample_row(rng, row: dict, draws: int, tally: dict, branch_of=registered_branch) -> None:
+def resample_row(rng, row: dict, draws: int, tally: dict, rules: dict) -> None:
     """`draws` resamples of 40 seeds from each of the row's populations, through the whole
-    two-stage rule (stage one branched by `branch_of`, the study's own rule); every
-    construction scored on the same draws, by branch."""
+    two-stage rule; every construction scored on the same draws, each branched by its own
+    stage-1 rule (`rules`: construction -> rule)."""
     for truth_name, pop in populations(row["differences"], row["margin"]).items():
         truths = {"mean": float(np.mean(pop)), "median": median_of(pop)}
         span = int(np.abs(pop).max()) + 2
         for _ in range(draws):
             d = pop[rng.integers(0, len(pop), sequential.MAX_SEEDS)]
             first = d[:len(sequential.FIRST_SEEDS)]
-            branch = branch_of(first, row["margin"])
-            added = d[len(sequential.FIRST_SEEDS):] if branch == BRANCHES[2] else None
             for name, (look, estimand) in RESAMPLED.items():
+                branch = rules[name](first, row["margin"])
+                added = d[len(sequential.FIRST_SEEDS):] if branch == BRANCHES[2] else None
                 lo, hi, verdict = look(first, added, row["margin"], span)
                 truth = truths[estimand]
                 covered = int(lo <= truth <= hi)  # plain ints: the record is written as JSON
@@ -357,7 +361,8 @@ def resampling(seed: int, draws: int, text: bool = False) -> dict:
             cell["false_rate"] = cell["false"] / total
     command = f"python benchmarks/sequential_design.py --resample {draws}{' --text' if text else ''} --write"
     return {"rows": len(rows), "draws_per_truth": draws, "resamples": total, "seed": seed, "text": text,
-            "stage_one_rule": STAGE_ONE_RULES[text].__name__, "command": command,
+            "stage_one_rule": {name: rule.__name__ for name, rule in STAGE_ONE_RULES[text].items()},
+            "command": command,
             "level": RESAMPLE_LEVEL, "truths": list(populations(rows[0]["differences"], 1.0)),
             "constructions": tally}
 

@@ -228,23 +228,32 @@ def test_design_simulation_records_each_interval_beside_its_own_count(tmp_path, 
     assert f"[95% CI {lo:.1%}, {hi:.1%}] (nominal 95%)" in printed
 
 
-def test_the_text_resampling_branches_by_the_text_studys_own_rule(monkeypatch):
-    """Nine of ten seeds far above 0 and one just below: the puzzles' registered rule (sign
-    flips) stops, decided; the text study's rule (the sign test: 9 of 10 is p = 22/1,024)
-    sends the row on. The text resampling branches every draw by the text rule."""
+def test_each_construction_is_resampled_through_its_own_stage_one_rule(monkeypatch):
+    """Nine of ten seeds far above 0 and one just below: the registered rule (sign flips)
+    stops, decided; the sign test's rule (9 of 10 is p = 22/1,024) sends the row on. On the
+    puzzles each construction branches by its own analysis's rule, so on the same draws the
+    two can take different branches; the text study ran the sign test's rule under both."""
     design = load_benchmark("sequential_design")
     nine = np.array([-1] + [500] * 9)
     assert design.registered_branch(nine, 100) == design.BRANCHES[0]
-    assert design.text_branch(nine, 100) == design.BRANCHES[2]
+    assert design.sign_test_branch(nine, 100) == design.BRANCHES[2]
+    rules = design.STAGE_ONE_RULES
+    assert rules[False] == {design.REGISTERED: design.registered_branch, design.CORRECTED: design.sign_test_branch}
+    assert set(rules[True].values()) == {design.sign_test_branch}
     row = {"comparison": "x", "differences": np.array([3, -2, 5, 1, -4, 2, 0, 6, -1, 2]), "margin": 100}
+    seen = {design.REGISTERED: [], design.CORRECTED: []}
+    took = {design.REGISTERED: design.BRANCHES[0], design.CORRECTED: design.BRANCHES[2]}
+    monkeypatch.setitem(design.STAGE_ONE_RULES, False, {
+        name: (lambda f, m, name=name: seen[name].append(len(f)) or took[name]) for name in seen})
     monkeypatch.setattr(design, "text_rows", lambda: [row])
-    seen = []
-    monkeypatch.setitem(design.STAGE_ONE_RULES, True, lambda f, m: seen.append(len(f)) or design.BRANCHES[1])
-    rec = design.resampling(0, 2, text=True)
-    assert len(seen) == rec["resamples"] and set(seen) == {10}
-    cells = rec["constructions"][next(iter(rec["constructions"]))]
-    assert cells[design.BRANCHES[1]]["n"] == rec["resamples"]
-    assert rec["command"] == "python benchmarks/sequential_design.py --resample 2 --text --write"
+    monkeypatch.setattr("llamanat_core.comparisons.row_differences", lambda results: [row])
+    monkeypatch.setattr("llamanat_core.study.load_results", lambda: None)
+    rec = design.resampling(0, 2)
+    for name, branch in took.items():
+        assert len(seen[name]) == rec["resamples"] and set(seen[name]) == {10}
+        assert rec["constructions"][name][branch]["n"] == rec["resamples"]
+    assert rec["stage_one_rule"] == {name: "<lambda>" for name in seen}
+    assert rec["command"] == "python benchmarks/sequential_design.py --resample 2 --write"
 
 
 def test_the_text_resampling_reads_the_text_rows_and_writes_its_own_file(tmp_path, monkeypatch):
