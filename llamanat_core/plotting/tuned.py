@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ..scorecard import DIFFERENCE_COLUMNS
+from ..scorecard import DIFFERENCE_COLUMNS, MECHANISMS
 from ..text_design import MARGIN
 from .style import BLUE, NEUTRAL, VERMILION, plain_ticks, use_book_style, variant_color
 
@@ -34,7 +34,7 @@ def position_figure(curves: dict[str, np.ndarray], colours: dict[str, str]):
     for label, nats in curves.items():
         bits = np.asarray(nats, dtype=float) / math.log(2)  # (T,)
         ax.plot(np.arange(len(bits)), bits, color=_colour(colours[label]), lw=1.8, label=label)
-    ax.set_xlabel("position in the window (characters read before it, minus one)")
+    ax.set_xlabel("position in the window (position t reads t + 1 characters)")
     ax.set_ylabel("held-out loss (bits per character)")
     plain_ticks(ax, "y")
     ax.legend(fontsize=8.5)
@@ -55,7 +55,8 @@ def size_differences_figure(frame: pd.DataFrame):
     """Per mechanism (arm, one row each), each seed's paired difference arm − reference
     (nats per character, each at its own best rate: `scorecard.tuned_differences`) at S
     and at M side by side, the median of each a bar, the margin ±`MARGIN` shaded; arms
-    ordered by their median at S. A point's gid is "arm|size" (the tests read them back)."""
+    ordered by their median at S and named as the scorecard names them. A point's gid is
+    "arm|size" (the tests read them back)."""
     missing = [c for c in ("size", "arm", "difference") if c not in frame.columns]
     if missing:
         raise ValueError(f"the differences frame lacks column(s) {missing}; it needs {DIFFERENCE_COLUMNS}")
@@ -79,10 +80,10 @@ def size_differences_figure(frame: pd.DataFrame):
             dots.set_gid(f"{arm}|{size}")
             ax.plot([np.median(d)] * 2, [i + offset - 0.14, i + offset + 0.14], color=colour, lw=2.2,
                     gid=f"median {arm}|{size}")
-    ax.set_yticks(range(len(arms)), arms)
+    ax.set_yticks(range(len(arms)), [MECHANISMS.get(a, a) for a in arms])
     ax.set_ylim(len(arms) - 0.5, -0.5)  # the first arm on top
     ax.set_xlabel("arm − reference, held-out test loss (nats per character)")
     plain_ticks(ax, "x")
-    ax.legend(fontsize=8.5, loc="lower right")
+    ax.legend(fontsize=8.5, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False)
     return fig
 
