@@ -32,6 +32,7 @@ PUZZLE_LABELS = {arm: arm for arm in MECHANISMS if not arm.startswith("base ")} 
     f"base {t:,.0f}": f"rope_theta={t:,.0f}" for t in td.BASES}
 """Arm label -> the puzzles' `control` label of the same mechanism."""
 NOT_RUN = "not run"
+DIGITS = 4  # bits per character: the analysis' grid, 1e-4 nats, is 0.00014 bits
 BITS_PER_NAT = 1 / math.log(2)
 PUZZLE_COLUMNS = ("control", "primary", "verdict")
 TUNED_COLUMNS = ("comparison", "endpoint", "effect", "ci_low", "ci_high", "verdict")
@@ -46,16 +47,14 @@ def _require(frame: pd.DataFrame, columns, name: str) -> None:
 
 
 def puzzle_summary(rows: pd.DataFrame) -> str:
-    """One mechanism's primary puzzle verdicts in words: "worse on 3 of 8 rows, better on
-    none, equivalent on 2"; `not run` for a mechanism the puzzles never trained."""
+    """One mechanism's primary puzzle verdicts in words: "8 rows: 3 worse, none better,
+    2 equivalent" (the rest undecided, at chance or rarely solved); `not run` for a
+    mechanism the puzzles never trained."""
     if rows.empty:
         return NOT_RUN
     count = rows.verdict.value_counts()
-
-    def on(kind):
-        return int(count.get(kind, 0)) or "none"
-    return f"worse on {on('worse')} of {len(rows)} rows, better on {on('better')}, " \
-        f"equivalent on {on('equivalent')}"
+    words = [f"{int(count.get(kind, 0)) or 'none'} {kind}" for kind in ("worse", "better", "equivalent")]
+    return f"{len(rows)} row{'s' if len(rows) != 1 else ''}: " + ", ".join(words)
 
 
 def margin_score(ci_low: float, ci_high: float, margin: float = td.MARGIN) -> str:
@@ -72,7 +71,7 @@ def margin_score(ci_low: float, ci_high: float, margin: float = td.MARGIN) -> st
 def _bits(x: float) -> str:
     if math.isinf(x):
         return f"{MINUS if x < 0 else '+'}∞"
-    return signed_number(x, 3, plus=True)
+    return signed_number(x, DIGITS, plus=True)
 
 
 def _primary(verdicts: pd.DataFrame, size: str) -> pd.DataFrame:

@@ -136,13 +136,13 @@ def test_every_mechanism_one_row_in_bits_against_the_margin():
     c = card.set_index("arm")
     assert c.loc["postnorm", "S_bits"] == pytest.approx(0.1, abs=1e-4)  # 0.0693 nats = 0.1 bits
     assert c.loc["postnorm", "S_low_bits"] == pytest.approx(0.05 / math.log(2))
-    assert c.loc["postnorm", "S_text"] == "worse: +0.100 [+0.072, +0.130] bits per character"
-    assert c.loc["base 10", "S_text"].endswith("[+0.007, +∞] bits per character")
+    assert c.loc["postnorm", "S_text"] == "worse: +0.1000 [+0.0721, +0.1298] bits per character"
+    assert c.loc["base 10", "S_text"].endswith("[+0.0072, +∞] bits per character")
     assert list(c.loc[["postnorm", "layernorm", "gelu_mlp", "mha", "base 10"], "S_margin"]) == [
         "beyond", "within", "undecided", "pending", "undecided"]
-    assert c.loc["postnorm", "puzzles"] == "worse on 3 of 8 rows, better on none, equivalent on 2"
-    assert c.loc["layernorm", "puzzles"] == "worse on none of 2 rows, better on 1, equivalent on none"
-    assert c.loc["base 10", "puzzles"] == "worse on 1 of 1 rows, better on none, equivalent on none"
+    assert c.loc["postnorm", "puzzles"] == "8 rows: 3 worse, none better, 2 equivalent"
+    assert c.loc["layernorm", "puzzles"] == "2 rows: none worse, 1 better, none equivalent"
+    assert c.loc["base 10", "puzzles"] == "1 row: 1 worse, none better, none equivalent"
     assert c.loc["geglu", "puzzles"] == NOT_RUN  # a text-only control
 
 
