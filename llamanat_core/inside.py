@@ -9,14 +9,37 @@ so their texts differ by the model alone.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from .config import SIZES
 from .model import TinyLlama
+from .paths import WEIGHTS_DIR
 from .sampling import sample_text
+from .study.text_recipe import tuned_run
+from .study.weights import load_weights, weights_path
 from .text import decode, encode
+from .text_comparisons import text_arm
+
+
+def tuned_model(arm: str, size: str, lr_scale: float, seed: int, steps: int | None = None,
+                compile: bool = True, weights_dir: Path | None = None) -> TinyLlama:
+    """The kept weights of one tuned-study run (`arm` as the verdicts name it: a variant or
+    "base 10") as an eval-mode TinyLlama. The study keeps seeds 0-2 at each arm's best
+    rate; `steps` and `compile` name a quick look's runs, `weights_dir` its folder."""
+    if size not in SIZES:
+        raise ValueError(f"size must be one of {sorted(SIZES)}, got {size!r}")
+    run = tuned_run(*text_arm(arm), size, float(lr_scale), seed, steps, keep=True, compile=compile)
+    weights_dir = Path(WEIGHTS_DIR if weights_dir is None else weights_dir)
+    model = load_weights(run, weights_dir)
+    if model is None:
+        raise FileNotFoundError(f"no kept weights for {arm} at {size}, rate {lr_scale}, seed {seed}: "
+                                f"{weights_path(run, weights_dir)} is missing")
+    return model
 
 
 @torch.no_grad()
@@ -62,4 +85,4 @@ def arm_samples(models: dict[str, TinyLlama], prompt: str, n_chars: int, seed: i
     return pd.DataFrame(rows, columns=["label", "greedy", "sampled"])
 
 
-__all__ = ["loss_by_position", "arm_samples"]
+__all__ = ["tuned_model", "loss_by_position", "arm_samples"]

@@ -8,10 +8,12 @@ import pytest
 import torch
 
 from llamanat_core import TinyLlama, variant_config
-from llamanat_core.inside import arm_samples, loss_by_position
+from llamanat_core.inside import arm_samples, loss_by_position, tuned_model
 from llamanat_core.model import answer_loss
 from llamanat_core.plotting import tuned
 from llamanat_core.probes.text_chapter import reference_text_model
+from llamanat_core.study.text_recipe import tuned_run
+from llamanat_core.study.weights import weights_bytes, weights_path
 from llamanat_core.text import VOCAB_SIZE, decode, load_corpus, windows
 
 T = 48  # the study's context
@@ -129,3 +131,19 @@ def test_arm_samples_names_what_is_wrong():
         arm_samples({}, "The", 5)
     with pytest.raises(ValueError, match="prompt"):
         arm_samples({"x": None}, "", 5)
+
+
+# ---------------------------------------------------------------- the tuned study's weights
+
+def test_tuned_model_reads_the_kept_weights_of_the_arm_it_names(tmp_path):
+    run = tuned_run("llama", (("rope_theta", 10.0),), "M", 4.0, 1, steps=8, keep=True, compile=False)
+    kept = TinyLlama(run.config, seed=11).eval()
+    weights_path(run, tmp_path).write_bytes(weights_bytes(run, kept, 8))
+    back = tuned_model("base 10", "M", 4.0, 1, steps=8, compile=False, weights_dir=tmp_path)
+    assert back.cfg == kept.cfg and back.cfg.rope_theta == 10.0 and back.cfg.d_model == 128
+    for key, value in kept.state_dict().items():
+        assert torch.equal(back.state_dict()[key], value), key
+    with pytest.raises(FileNotFoundError, match="base 100 at M"):  # another base: another file
+        tuned_model("base 100", "M", 4.0, 1, steps=8, compile=False, weights_dir=tmp_path)
+    with pytest.raises(ValueError, match="size"):
+        tuned_model("base 10", "L", 4.0, 1, weights_dir=tmp_path)
