@@ -105,3 +105,33 @@ def test_from_transformers_rejects_what_tinyllama_cannot_express(models):
     hf.config.attention_bias = True
     with pytest.raises(ValueError, match="attention_bias"):
         from_transformers(hf)
+
+
+def _greedy_hf(hf, prompt: torch.Tensor, n: int) -> torch.Tensor:
+    """transformers' own greedy generation from `prompt` (T,) -> the n new token ids."""
+    out = hf.generate(prompt[None], attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+                      max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=0)
+    return out[0, len(prompt):]
+
+
+def test_a_kept_text_model_writes_the_same_characters_in_transformers():
+    """The first text study's kept reference, converted, writes greedily the same 40
+    characters as our cached sampler from a prompt of the held-out test half (8 + 40
+    characters: inside the trained window, where our sampler never refills its cache).
+    The same weights under a wrong rotation base write something else."""
+    from transformers import LlamaForCausalLM
+
+    from llamanat_core.hf import llama_config
+    from llamanat_core.probes.text_chapter import reference_text_model
+    from llamanat_core.sampling import sample_text
+    from llamanat_core.text import decode, load_corpus
+
+    ours = reference_text_model("llama")
+    prompt = load_corpus().test[3000:3008]  # (8,)
+    mine = sample_text(ours, prompt, 40, temperature=0.0)
+    hf = to_transformers(ours)
+    theirs = _greedy_hf(hf, prompt, 40)
+    assert decode(theirs) == decode(mine) and len(mine) == 40
+    wrong = LlamaForCausalLM(llama_config(ours.cfg.replace(rope_theta=500_000.0))).eval()
+    wrong.load_state_dict(hf.state_dict())
+    assert decode(_greedy_hf(wrong, prompt, 40)) != decode(mine)

@@ -25,8 +25,9 @@ LAYERS = {
     "study": ("study",),
     "analysis": ("stats", "sequential", "paired", "families", "comparisons", "text_comparisons",
                  "text_design", "text_design_check", "sensitivity", "solve_times", "study_wide", "two_stage",
-                 "decision_tables", "replication", "report", "claims"),
-    "book": ("plotting", "probes", "mechanism", "diagram", "chapters", "commands", "cli", "book_ext"),
+                 "decision_tables", "replication", "report", "claims", "scorecard"),
+    "book": ("plotting", "probes", "mechanism", "inside", "diagram", "chapters", "commands", "cli",
+             "book_ext"),
 }
 LEVEL = {name: i for i, names in enumerate(LAYERS.values()) for name in names}
 

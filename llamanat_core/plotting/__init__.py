@@ -20,6 +20,9 @@ attention.py  attention maps and the task summaries of `llamanat_core.mechanism`
 decisions.py  what `comparisons.decide` returns: the forest of the primary endpoints, the
               share solved by each step, per-seed strips, an interval read off its test
               (imported as a module: `from llamanat_core.plotting import decisions`)
+tuned.py      the tuned text study: the loss at each position of a window, one line per
+              model; each mechanism's per-seed differences at S and M beside the margin
+              (imported as a module: `from llamanat_core.plotting import tuned`)
 
 Chapters import everything from here (`from llamanat_core.plotting import show, ...`).
 """

@@ -1,0 +1,145 @@
+"""Every mechanism on one line: what the puzzles said, and what the tuned text study says
+at each size, against the margin.
+
+The puzzles' verdicts (`comparisons.decide`) are counted over each mechanism's primary
+rows (speed and the longer lists, each task and data regime). The text verdicts are the
+primary rows of `text_design.decide_tuned` (each arm at its own best rate against the
+reference at its own, test loss at the end), one frame per size. The text effects are
+written in ONE unit, bits per character: a difference of d nats per character is
+d / ln 2 bits (ln 2 nats = 1 bit; 0.0693 nats is 0.1 bits), so they read beside the
+book's bits-per-character table. The margin is the registered one, `text_design.MARGIN`
+nats (about 0.0144 bits).
+
+`tuned_differences` gives the per-seed paired differences behind those verdicts, the
+pairs `decide_tuned` tests, for a figure of their spread (`plotting.tuned`).
+"""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from . import text_design as td
+from .report import MINUS, signed_number
+
+MECHANISMS = {
+    "layernorm": "LayerNorm", "postnorm": "post-norm", "bias": "biases", "abs_pos": "learned positions",
+    "gelu_mlp": "GELU MLP", "geglu": "GeGLU", "silu_mlp": "SiLU MLP", "mha": "MHA",
+    "mha_matched": "MHA matched", "mqa": "MQA",
+} | {f"base {t:,.0f}": f"rotation base {t:,.0f}" for t in td.BASES}
+"""Arm label (as `decide_tuned` names a comparison) -> the mechanism's name in the card."""
+PUZZLE_LABELS = {arm: arm for arm in MECHANISMS if not arm.startswith("base ")} | {
+    f"base {t:,.0f}": f"rope_theta={t:,.0f}" for t in td.BASES}
+"""Arm label -> the puzzles' `control` label of the same mechanism."""
+NOT_RUN = "not run"
+DIGITS = 4  # bits per character: the analysis' grid, 1e-4 nats, is 0.00014 bits
+BITS_PER_NAT = 1 / math.log(2)
+PUZZLE_COLUMNS = ("control", "primary", "verdict")
+TUNED_COLUMNS = ("comparison", "endpoint", "effect", "ci_low", "ci_high", "verdict")
+SIZE_CELLS = ("verdict", "bits", "low_bits", "high_bits", "text", "margin")
+CARD_COLUMNS = ["mechanism", "arm", "puzzles"] + [f"{size}_{c}" for size in td.SIZES for c in SIZE_CELLS]
+
+
+def _require(frame: pd.DataFrame, columns, name: str) -> None:
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{name} lacks column(s) {missing}; the scorecard reads {list(columns)}")
+
+
+def puzzle_summary(rows: pd.DataFrame) -> str:
+    """One mechanism's primary puzzle verdicts in words: "8 rows: 3 worse, none better,
+    2 equivalent" (the rest undecided, at chance or rarely solved); `not run` for a
+    mechanism the puzzles never trained."""
+    if rows.empty:
+        return NOT_RUN
+    count = rows.verdict.value_counts()
+    words = [f"{int(count.get(kind, 0)) or 'none'} {kind}" for kind in ("worse", "better", "equivalent")]
+    return f"{len(rows)} row{'s' if len(rows) != 1 else ''}: " + ", ".join(words)
+
+
+def margin_score(ci_low: float, ci_high: float, margin: float = td.MARGIN) -> str:
+    """The interval against ±margin: `beyond` (wholly past one end: an effect at least
+    the margin), `within` (inside both: smaller than the margin), else `undecided`;
+    `pending` while the row has no interval."""
+    if math.isnan(ci_low) or math.isnan(ci_high):
+        return "pending"
+    if ci_low > margin or ci_high < -margin:
+        return "beyond"
+    return "within" if -margin < ci_low and ci_high < margin else "undecided"
+
+
+def _bits(x: float) -> str:
+    if math.isinf(x):
+        return f"{MINUS if x < 0 else '+'}∞"
+    return signed_number(x, DIGITS, plus=True)
+
+
+def _primary(verdicts: pd.DataFrame, size: str) -> pd.DataFrame:
+    """The primary rows of one size's tuned verdicts, one per comparison."""
+    _require(verdicts, TUNED_COLUMNS, f"the tuned verdicts at {size}")
+    if "size" in verdicts.columns and set(verdicts["size"]) - {size}:
+        raise ValueError(f"column size of the tuned verdicts at {size} holds {sorted(set(verdicts['size']))}")
+    rows = verdicts[verdicts.endpoint == td.PRIMARY]
+    if rows.comparison.duplicated().any():
+        raise ValueError(f"column comparison repeats at {size}: pass one size's verdicts per argument")
+    return rows.set_index("comparison")
+
+
+def _text_cells(rows: pd.DataFrame, arm: str, size: str) -> dict:
+    """One size's cells of the card for `arm` (`not run` where it has no primary row)."""
+    if arm not in rows.index:
+        return {f"{size}_verdict": NOT_RUN, f"{size}_bits": math.nan, f"{size}_low_bits": math.nan,
+                f"{size}_high_bits": math.nan, f"{size}_text": NOT_RUN, f"{size}_margin": NOT_RUN}
+    r = rows.loc[arm]
+    bits, lo, hi = (float(r[c]) * BITS_PER_NAT for c in ("effect", "ci_low", "ci_high"))
+    text = (f"{r.verdict}: {_bits(bits)} [{_bits(lo)}, {_bits(hi)}] bits per character"
+            if not (math.isnan(lo) or math.isnan(hi)) else f"{r.verdict}: no interval yet")
+    return {f"{size}_verdict": str(r.verdict), f"{size}_bits": bits, f"{size}_low_bits": lo,
+            f"{size}_high_bits": hi, f"{size}_text": text,
+            f"{size}_margin": margin_score(float(r.ci_low), float(r.ci_high))}
+
+
+def scorecard(puzzle_decisions: pd.DataFrame, tuned_verdicts_S: pd.DataFrame,
+              tuned_verdicts_M: pd.DataFrame) -> pd.DataFrame:
+    """One row per mechanism of `MECHANISMS` (`CARD_COLUMNS`): the puzzles summarised,
+    then at S and at M the text verdict, its effect and interval in bits per character
+    (arm minus reference: positive is worse), both in words, and the interval against
+    the margin. A mechanism a size did not run reads `not run` in every word column."""
+    _require(puzzle_decisions, PUZZLE_COLUMNS, "the puzzle decisions")
+    puzzles = puzzle_decisions[puzzle_decisions.primary.astype(bool)]
+    text = {"S": _primary(tuned_verdicts_S, "S"), "M": _primary(tuned_verdicts_M, "M")}
+    rows = []
+    for arm, name in MECHANISMS.items():
+        row = {"mechanism": name, "arm": arm,
+               "puzzles": puzzle_summary(puzzles[puzzles.control == PUZZLE_LABELS[arm]])}
+        for size in td.SIZES:
+            row |= _text_cells(text[size], arm, size)
+        rows.append(row)
+    return pd.DataFrame(rows, columns=CARD_COLUMNS)
+
+
+DIFFERENCE_COLUMNS = ["size", "arm", "seed", "lr_reference", "lr_arm", "difference"]
+
+
+def tuned_differences(runs: pd.DataFrame, endpoint: str = td.PRIMARY) -> pd.DataFrame:
+    """Per size, arm and seed the paired difference arm − reference on `endpoint` (nats per
+    character, on `decide_tuned`'s grid), each at its own best rate: the pairs the
+    registered rule tests, every seed run so far. Arms whose rate is not chosen yet are
+    left out. `runs` is `decide_tuned`'s frame (`text_design.COLUMNS`)."""
+    if endpoint not in td.COLUMNS[-4:]:
+        raise ValueError(f"endpoint must be one of {list(td.COLUMNS[-4:])}, got {endpoint!r}")
+    runs = td.check_frame(runs)
+    best = td.best_rates(runs)
+    out = []
+    for (size, arm), lr in best.items():
+        ref_lr = best.get((size, td.REFERENCE), math.nan)
+        if arm == td.REFERENCE or math.isnan(ref_lr):
+            continue
+        pair = td._pairs(runs, size, arm, lr, ref_lr, endpoint)  # the very pairs decide_tuned tests
+        out += [{"size": size, "arm": arm, "seed": int(s), "lr_reference": ref_lr, "lr_arm": lr,
+                 "difference": float(d) * td.UNIT} for s, d in zip(pair.seed, pair.d)]
+    return pd.DataFrame(out, columns=DIFFERENCE_COLUMNS)
+
+
+__all__ = ["MECHANISMS", "scorecard", "puzzle_summary", "margin_score", "tuned_differences",
+           "CARD_COLUMNS", "DIFFERENCE_COLUMNS", "BITS_PER_NAT"]
