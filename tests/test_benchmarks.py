@@ -238,7 +238,10 @@ def test_each_construction_is_resampled_through_its_own_stage_one_rule(monkeypat
     assert design.registered_branch(nine, 100) == design.BRANCHES[0]
     assert design.sign_test_branch(nine, 100) == design.BRANCHES[2]
     rules = design.STAGE_ONE_RULES
-    assert rules[False] == {design.REGISTERED: design.registered_branch, design.CORRECTED: design.sign_test_branch}
+    assert rules[False] == {
+        design.REGISTERED: design.registered_branch,
+        design.CORRECTED: design.sign_test_branch,
+    }
     assert set(rules[True].values()) == {design.sign_test_branch}
     row = {"comparison": "x", "differences": np.array([3, -2, 5, 1, -4, 2, 0, 6, -1, 2]), "margin": 100}
     seen = {design.REGISTERED: [], design.CORRECTED: []}
