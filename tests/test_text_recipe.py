@@ -187,3 +187,22 @@ def test_the_plan_reads_run_files_without_weights_and_the_runner_still_wants_the
     assert load_entry(tmp_path, run, tmp_path / "weights") is None
     assert tr._weights_missing(run, tmp_path / "weights")
     assert not tr._weights_missing(replace(run, keep_weights=False), tmp_path / "weights")
+
+
+def test_only_a_settled_best_rate_owes_its_weights(tmp_path):
+    """Weights lost with an interrupted session are trained again only at a settled
+    bracket's best rate (seeds 0-2), never for an open bracket or another rate."""
+    opening = tr.tuned_plan(lambda r: None, steps=4)
+    assert all(r.keeps_weights for r in opening["tuned_bracket"])
+    assert tr.weights_owed(opening, tmp_path) == []  # open brackets save weights, owe none
+    plan, _, _ = _settle()
+    owed = tr.weights_owed(plan, tmp_path)
+    assert {(r.seed, r.lr_scale == _best(r)) for r in owed} == {(s, True) for s in tr.KEPT_SEEDS}
+    assert len(owed) == len(tr.tuned_arms()) * len(SIZES) * len(tr.KEPT_SEEDS)
+    from llamanat_core.study.weights import weights_path
+
+    kept = weights_path(owed[0], tmp_path)
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    kept.write_bytes(b"present")
+    still = tr.weights_owed(plan, tmp_path)
+    assert owed[0] not in still and len(still) == len(owed) - 1

@@ -226,8 +226,8 @@ def stored_in(cache_dir: Path) -> Stored:
     """A run's stored entry in a cache, or None; entries found are remembered (a stored
     run never changes), misses are looked up again. The plan reads run files alone: while
     a bracket is open every seed 0-2 saves its weights, but only the best rate's are kept
-    in the end, so a settled bracket's other runs need none (the runner still trains a run
-    whose kept weights are missing)."""
+    in the end, so a settled bracket's other runs need none (the runner trains again only
+    a best-rate run whose kept weights are missing: `weights_owed`)."""
     found: dict[str, dict] = {}
 
     def stored(run: Run) -> dict | None:
@@ -241,6 +241,14 @@ def _weights_missing(run: Run, weights_dir: Path) -> bool:
     return run.keeps_weights and not weights_path(run, weights_dir).exists()
 
 
+def weights_owed(plan: dict[str, list[Run]], weights_dir: Path) -> list[Run]:
+    """The runs whose weights the book needs and the folder lacks: seeds 0-2 at a settled
+    bracket's best rate. An open bracket's runs save weights too (any rate may turn out
+    best) but owe none, so weights lost with an interrupted session cost only the best
+    rate's three runs per arm, trained again, never the whole bracket."""
+    return [r for r in plan["tuned"] if _weights_missing(r, weights_dir)]
+
+
 def run_tuned(cache_dir: Path = STUDY_DIR, workers: int = 1, steps: int | None = None,
               weights_dir: Path | None = None, progress: bool = True, compile: bool = True,
               **executor_options) -> dict[str, list[Run]]:
@@ -252,9 +260,11 @@ def run_tuned(cache_dir: Path = STUDY_DIR, workers: int = 1, steps: int | None =
     while True:
         p = tuned_plan(stored, steps, compile=compile)
         runs = unique_runs(p)
-        if all(stored(r) is not None and not _weights_missing(r, weights_dir) for r in runs):
+        todo = [r for r in runs if stored(r) is None] + weights_owed(p, weights_dir)
+        if not todo:
             break
-        run_study(runs, cache_dir, workers, weights_dir=weights_dir, progress=progress, **executor_options)
+        run_study(unique_runs({"todo": todo}), cache_dir, workers, weights_dir=weights_dir, progress=progress,
+                  **executor_options)
     entries = {r.key: stored(r) for r in runs}
     write_text_summary(p, entries, cache_dir, (TUNED_RESULTS, TUNED_CURVES))
     return p
