@@ -340,6 +340,32 @@ def branch_table(record: dict) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index(["construction", "branch"])
 
 
+def conditional_cells(record: dict, continued: str = "continued to forty") -> pd.DataFrame:
+    """The early-stop cells of a resampling record, each truth apart: a branch's coverage
+    pooled over truths can hide a truth it fails. Per construction, stage-one branch (not
+    the continued one) and truth: the resamples in the cell, the share whose interval
+    covers the truth, and the share of them decided wrongly (of the cell, not of all)."""
+    rows = []
+    for name, cells in record["constructions"].items():
+        for branch, c in cells.items():
+            if branch == continued:
+                continue
+            for truth, (n, covered, false) in c["by_truth"].items():
+                rows.append({"construction": name.split(" (")[0], "branch": branch, "truth": truth,
+                             "resamples": n, "coverage": covered / n if n else float("nan"),
+                             "false decisions": false / n if n else float("nan")})
+    return pd.DataFrame(rows)
+
+
+def conditional_table(cells: pd.DataFrame) -> pd.DataFrame:
+    """`conditional_cells` as a chapter shows it: percentages, a cell with no resample as –."""
+    out = cells.copy()
+    for col in ("coverage", "false decisions"):
+        out[col] = [pct(v) if v == v else "–" for v in cells[col]]
+    out["resamples"] = [f"{n:,}" for n in cells.resamples]
+    return out.set_index(["construction", "branch", "truth"])
+
+
 def resample_command(record: dict) -> str:
     """The command that wrote a resampling record, with its own draw count (a record
     written before the command was stored is read from its fields), for a chapter to glue
@@ -412,7 +438,7 @@ def difference_sd(runs: pd.DataFrame, row, seeds) -> float:
 
 __all__ = ["chapter_decisions", "decision_table", "chapter_ledger", "OUTCOME", "TEST", "decision_counts",
            "what_moved",
-           "branch_table",
+           "branch_table", "conditional_cells", "conditional_table",
            "decision_effect_text", "solved_text", "row_facts", "verdict_text",
            "margin_text", "signed", "is_ratio", "row_label", "is_pending",
            "arm_runs", "solved_of", "arm_values",

@@ -396,3 +396,21 @@ def test_the_text_replication_and_rate_tables_read_as_prose():
                          for s in range(3) for v, x in (("llama", ref), ("mqa", ctl)))
     table = dtab.text_rate_table(learning_rate_table(rates), decide_text(study))
     assert table.loc["mqa"].tolist() == ["×2", "+0.020", "−0.040", "no", "equivalent"]
+
+
+def test_the_early_stop_cells_are_read_truth_by_truth():
+    """A branch that covers well pooled over truths can fail one truth: the conditional
+    cells show it, and the continued branch is left out."""
+    by = {"no difference": [10, 10, 0], "at the margin": [10, 5, 3]}
+    record = {"resamples": 100, "constructions": {"corrected (x)": {
+        "decided at ten": {"n": 20, "covered": 15, "false": 3, "by_truth": by},
+        "equivalent at ten": {"n": 0, "covered": 0, "false": 0, "by_truth": {"no difference": [0, 0, 0]}},
+        "continued to forty": {"n": 80, "covered": 80, "false": 0,
+                               "by_truth": {"no difference": [80, 80, 0]}}}}}
+    cells = dtab.conditional_cells(record)
+    assert set(cells.branch) == {"decided at ten", "equivalent at ten"}
+    worst = cells.loc[cells.truth == "at the margin"].iloc[0]
+    assert (worst.coverage, worst["false decisions"]) == (0.5, 0.3)
+    table = dtab.conditional_table(cells)
+    assert table.loc[("corrected", "decided at ten", "at the margin")].tolist() == ["10", "50.0%", "30.0%"]
+    assert table.loc[("corrected", "equivalent at ten", "no difference"), "coverage"] == "–"
