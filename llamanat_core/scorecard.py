@@ -118,6 +118,38 @@ def scorecard(puzzle_decisions: pd.DataFrame, tuned_verdicts_S: pd.DataFrame,
     return pd.DataFrame(rows, columns=CARD_COLUMNS)
 
 
+SELECTED = " ✓"
+
+
+def rate_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Each arm's learning-rate bracket as the book shows it, one row per size and arm:
+    the mean validation loss over seeds 0-2 at each rate tried, in bits per character
+    (`…` where some of those seeds are still to run), the selected rate marked ✓ once it
+    is interior, and the bracket's state: `settled at ×k`, or `open` while the best sits
+    at an edge of the rates tried or a rate lacks seeds. `runs` is `decide_tuned`'s frame."""
+    from .study.text_recipe import best_scale  # the runner's own rule for "interior"
+
+    runs = td.check_frame(runs)
+    rows = runs[runs.seed.isin(td.LR_SEEDS)]
+    stats = rows.groupby(["size", "arm", "lr_scale"]).loss_val.agg(["mean", "count"])
+    scales = sorted(stats.index.get_level_values("lr_scale").unique())
+    order = {arm: i for i, arm in enumerate([td.REFERENCE, *MECHANISMS])}
+    out = []
+    groups = sorted(stats.groupby(level=["size", "arm"]), key=lambda kv: (kv[0][0] != "S", order.get(kv[0][1], 99)))
+    for (size, arm), g in groups:
+        g = g.droplevel(["size", "arm"])
+        complete = g[g["count"] == len(td.LR_SEEDS)]["mean"]
+        best = best_scale(complete.to_dict()) if len(complete) == len(g) else None
+        row = {"size": size, "mechanism": MECHANISMS.get(arm, "reference" if arm == td.REFERENCE else arm)}
+        for k in scales:
+            cell = "" if k not in g.index else "…" if k not in complete.index else \
+                f"{complete[k] * BITS_PER_NAT:.{DIGITS}f}" + (SELECTED if k == best else "")
+            row[f"×{k:g}"] = cell
+        row["bracket"] = f"settled at ×{best:g}" if best is not None else "open"
+        out.append(row)
+    return pd.DataFrame(out).set_index(["size", "mechanism"])
+
+
 DIFFERENCE_COLUMNS = ["size", "arm", "seed", "lr_reference", "lr_arm", "difference"]
 
 
@@ -141,5 +173,5 @@ def tuned_differences(runs: pd.DataFrame, endpoint: str = td.PRIMARY) -> pd.Data
     return pd.DataFrame(out, columns=DIFFERENCE_COLUMNS)
 
 
-__all__ = ["MECHANISMS", "scorecard", "puzzle_summary", "margin_score", "tuned_differences",
+__all__ = ["MECHANISMS", "scorecard", "rate_table", "puzzle_summary", "margin_score", "tuned_differences",
            "CARD_COLUMNS", "DIFFERENCE_COLUMNS", "BITS_PER_NAT"]

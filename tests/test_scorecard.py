@@ -14,6 +14,7 @@ from llamanat_core.scorecard import (
     MECHANISMS,
     NOT_RUN,
     margin_score,
+    rate_table,
     scorecard,
     tuned_differences,
 )
@@ -180,3 +181,24 @@ def test_the_scorecard_reads_decide_tuned_as_it_comes():
     assert s.loc["postnorm", "verdict"] == "worse"
     assert card.loc["postnorm", "S_bits"] == pytest.approx(s.loc["postnorm", "effect"] / math.log(2))
     assert card.loc["postnorm", "S_verdict"] == "worse" and card.loc["mqa", "S_verdict"] == NOT_RUN
+
+
+# ---------------------------------------------------------------- the rate table
+
+def test_the_rate_table_marks_a_best_rate_only_once_it_is_interior():
+    """The reference's best (×1) sits between ×0.5 and ×2: settled and marked; post-norm's
+    and base 10's sit at an edge: open, nothing marked; a rate missing a seed reads … and
+    keeps its bracket open. Cells are the mean validation loss in bits per character."""
+    runs = tuned_runs()
+    table = rate_table(runs)
+    assert list(table.index.get_level_values("mechanism")) == ["reference", "post-norm", "rotation base 10"]
+    ref = table.loc[("S", "reference")]
+    assert ref["bracket"] == "settled at ×1" and ref["×1"].endswith(" ✓")
+    want = runs[(runs.variant == "llama") & (runs.rope_theta == 10_000.0) & (runs.lr_scale == 1.0)
+                & (runs.seed < 3)].loss_val.mean() / math.log(2)
+    assert float(ref["×1"].removesuffix(" ✓")) == pytest.approx(want, abs=1e-4)
+    post = table.loc[("S", "post-norm")]
+    assert post["bracket"] == "open" and not any(str(c).endswith("✓") for c in post)
+    short = rate_table(runs.drop(runs[(runs.variant == "llama") & (runs.rope_theta == 10_000.0)
+                                      & (runs.lr_scale == 2.0) & (runs.seed == 2)].index))
+    assert short.loc[("S", "reference"), "×2"] == "…" and short.loc[("S", "reference"), "bracket"] == "open"

@@ -206,3 +206,24 @@ def test_only_a_settled_best_rate_owes_its_weights(tmp_path):
     kept.write_bytes(b"present")
     still = tr.weights_owed(plan, tmp_path)
     assert owed[0] not in still and len(still) == len(owed) - 1
+
+
+def test_the_summary_of_a_study_in_progress_reads_every_stored_run(tmp_path):
+    """The runner writes the summary after each stage: two committed runs of an open
+    bracket copied into an empty cache give a two-row frame with its size, which the
+    rate table and the registered analysis read."""
+    import shutil
+
+    from llamanat_core.study import STUDY_DIR, load_tuned_results
+    from llamanat_core.study.run_files import run_path
+
+    bracket = tr.tuned_plan(lambda r: None)["tuned_bracket"]
+    opening = [r for r in bracket if run_path(STUDY_DIR, r).exists()][:2]
+    assert len(opening) == 2
+    (tmp_path / "runs").mkdir()
+    for r in opening:
+        shutil.copy(run_path(STUDY_DIR, r), run_path(tmp_path, r))
+    tr.write_tuned_summary(tmp_path)
+    runs = load_tuned_results(tmp_path)
+    assert len(runs) == 2 and set(runs["size"]) == {"S"} and set(runs.run) == {r.key for r in opening}
+    assert (runs.loss_val > 0).all()

@@ -30,6 +30,8 @@ from .results import (
     load_results,
     load_text_curves,
     load_text_results,
+    load_tuned_curves,
+    load_tuned_results,
     run_study,
     study_settings,
     summary_path,
@@ -51,5 +53,5 @@ __all__ = ["STUDY_DIR", "WEIGHTS_DIR", "check_entry", "committed_entries", "envi
            "FRESH_DIR", "fresh_runs_dir", "chapter_curves", "chapter_results",
            "chapter_text_results", "curves_frame", "frame",
            "load_curves", "load_results", "load_text_curves", "load_text_results",
-           "run_study", "summary_path", "write_summary",
+           "load_tuned_curves", "load_tuned_results", "run_study", "summary_path", "write_summary",
            "write_text_summary", "TEXT_MEASUREMENTS", "TEXT_SEEDS", "text_plan"]

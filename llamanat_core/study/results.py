@@ -244,6 +244,19 @@ def load_text_curves(cache_dir: Path = STUDY_DIR):
     return _read(Path(cache_dir) / TEXT_CURVES)
 
 
+def load_tuned_results(cache_dir: Path = STUDY_DIR):
+    """The tuned text study as `text_design.decide_tuned` reads it: one row per stored run
+    (the runner rewrites the file after each stage), with its `size` (the summary leaves
+    the column out while every run is S, as the first text study's does)."""
+    df = _read(Path(cache_dir) / TUNED_RESULTS)
+    return df if "size" in df else df.assign(size="S")
+
+
+def load_tuned_curves(cache_dir: Path = STUDY_DIR):
+    df = _read(Path(cache_dir) / TUNED_CURVES)
+    return df if "size" in df else df.assign(size="S")
+
+
 def summary_path(cache_dir: Path = STUDY_DIR) -> Path:
     return Path(cache_dir) / "results.csv"
 

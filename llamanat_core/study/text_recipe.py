@@ -258,13 +258,21 @@ def run_tuned(cache_dir: Path = STUDY_DIR, workers: int = 1, steps: int | None =
     weights_dir = weights_dir or study_weights_dir(cache_dir)
     stored = stored_in(Path(cache_dir))
     while True:
-        p = tuned_plan(stored, steps, compile=compile)
-        runs = unique_runs(p)
-        todo = [r for r in runs if stored(r) is None] + weights_owed(p, weights_dir)
+        p = write_tuned_summary(cache_dir, steps, compile, stored)
+        todo = [r for r in unique_runs(p) if stored(r) is None] + weights_owed(p, weights_dir)
         if not todo:
-            break
+            return p
         run_study(unique_runs({"todo": todo}), cache_dir, workers, weights_dir=weights_dir, progress=progress,
                   **executor_options)
-    entries = {r.key: stored(r) for r in runs}
+
+
+def write_tuned_summary(cache_dir: Path = STUDY_DIR, steps: int | None = None, compile: bool = True,
+                        stored: Stored | None = None) -> dict[str, list[Run]]:
+    """Write the summary (tuned_results.csv, tuned_curves.csv) of every run stored so far
+    of the plan the stored runs call for, and return that plan: the runner writes it after
+    each stage, so the book can read a study still in progress."""
+    stored = stored or stored_in(Path(cache_dir))
+    p = tuned_plan(stored, steps, compile=compile)
+    entries = {r.key: e for r in unique_runs(p) if (e := stored(r)) is not None}
     write_text_summary(p, entries, cache_dir, (TUNED_RESULTS, TUNED_CURVES))
     return p
