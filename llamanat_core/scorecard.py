@@ -135,7 +135,8 @@ def rate_table(runs: pd.DataFrame) -> pd.DataFrame:
     scales = sorted(stats.index.get_level_values("lr_scale").unique())
     order = {arm: i for i, arm in enumerate([td.REFERENCE, *MECHANISMS])}
     out = []
-    groups = sorted(stats.groupby(level=["size", "arm"]), key=lambda kv: (kv[0][0] != "S", order.get(kv[0][1], 99)))
+    key = lambda kv: (kv[0][0] != "S", order.get(kv[0][1], len(order)))  # S first, the reference first
+    groups = sorted(stats.groupby(level=["size", "arm"]), key=key)
     for (size, arm), g in groups:
         g = g.droplevel(["size", "arm"])
         complete = g[g["count"] == len(td.LR_SEEDS)]["mean"]
