@@ -4,7 +4,7 @@
 length table, the rotation sweep, the answer alphabet) and decides each comparison on the
 endpoints fixed in advance (`QUESTIONS`: speed, accuracy at 8 and 12 pairs, and accuracy
 at 1,200 steps as a secondary) by paired exact sign-flip tests in two stages
-(`llamanat_core.sequential`), Holm within each family. `decision_row` finds one row for a
+(`llamanat_core.analysis.sequential`), Holm within each family. `decision_row` finds one row for a
 chapter's sentence, `interval_agrees` checks a row's interval against its verdict;
 `runs_table` gives one row per run, and `loss_at_stop` / `largest_gap` the memorisation gap.
 """
@@ -18,11 +18,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..model.config import REGIMES  # noqa: F401  (the data regimes, re-exported for the chapters)
+from ..study.plan import arm_of
 from . import paired, sequential, stats
-from .config import REGIMES  # noqa: F401  (the data regimes, re-exported for the chapters)
 from .families import decide_families, pair_by_seed, second_stage, stage_pairs
 from .stats import at_chance
-from .study.plan import arm_of
 
 METRIC_COLUMNS = {"test_acc": 4, "test_acc_8": 8, "test_acc_12": 12}
 """Accuracy column -> recall pairs it is scored at (addition ignores the pairs)."""

@@ -22,10 +22,10 @@ import math
 import numpy as np
 import pandas as pd
 
+from ..study import MEASUREMENTS, chapter_results, every_seed
 from . import comparisons
 from .comparisons import ENDPOINTS, variant_rows
 from .report import pct, signed_number
-from .study import MEASUREMENTS, chapter_results, every_seed
 from .text_comparisons import WINDOWS
 
 METRIC_TITLES = {"speed": "speed (time to solve, ratio)", "length_8": "accuracy at 8 pairs",

@@ -1,6 +1,6 @@
 """The corrected construction: the two-stage design decided on the median seed, by sign tests.
 
-The registered analysis (`llamanat_core.sequential`) tests the sum of the paired
+The registered analysis (`llamanat_core.analysis.sequential`) tests the sum of the paired
 differences by exact sign flips. That test's null is that the differences are symmetric
 about zero, and its interval, inverted over shifts, is for the centre of symmetry: when
 the differences are skewed (most pairs near 0, a few one large lump), the mean can be zero

@@ -38,12 +38,12 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from ..data.text import VOCAB_SIZE
+from ..model.config import EXPECTED_PARAMETERS, REGIMES, VARIANTS, variant_config
+from ..model.model import TinyLlama
 from .comparisons import ENDPOINTS, variant_rows
-from .config import EXPECTED_PARAMETERS, REGIMES, VARIANTS, variant_config
 from .decision_tables import METRIC_TITLES
-from .model import TinyLlama
 from .report import signed_number
-from .text import VOCAB_SIZE
 from .text_comparisons import TEXT_PUBLISHED, WINDOWS, text_row, window_decision
 
 STUDY = "llama-anatomy"

@@ -2,8 +2,8 @@
 for prose, glue, and the sentences whose shape depends on what a run found.
 
 Chapters hold narrative; what they compute from the study goes through here, so a
-table means the same thing on every page. Figures are drawn by `llamanat_core.plotting`;
-which gaps are decided comes only from `llamanat_core.comparisons` (this module
+table means the same thing on every page. Figures are drawn by `llamanat_core.book.plotting`;
+which gaps are decided comes only from `llamanat_core.analysis.comparisons` (this module
 describes, it does not decide).
 
 Conventions: mean and *population* standard deviation over seeds, every seed's value
@@ -19,7 +19,7 @@ import sys
 import numpy as np
 import pandas as pd
 
-from .train import Budget
+from ..train.loop import Budget
 
 METRIC_NAMES = {
     "test_acc": "test accuracy",

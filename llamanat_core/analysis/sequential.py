@@ -1,7 +1,7 @@
 """Seeds added where they can decide: a two-stage design, fixed before the added runs.
 
 This module is the analysis as registered (sign flips on the sum); the book decides with
-the corrected construction in `llamanat_core.paired`, which reuses the design's stage-1
+the corrected construction in `llamanat_core.analysis.paired`, which reuses the design's stage-1
 rule and its combination (`combine`). Resampling the study's own rows showed these
 intervals covering too little after an early stop (`benchmarks/sequential_design.py
 --resample`).

@@ -3,12 +3,12 @@ intervals and power.
 
 Every function here is small, takes numbers (not the study), and names the test it
 runs. Nothing here trains, plots or reads files: numpy and scipy only. Which rows are
-compared, and the verdict each comparison gets, live in `llamanat_core.comparisons`.
+compared, and the verdict each comparison gets, live in `llamanat_core.analysis.comparisons`.
 
 - **chance**: the floor of guessing per task and length, and the count of 200 items a
   guesser stays under (an exact binomial quantile);
 - **paired differences**: the exact sign-flip test's tails (`sign_flip_tails`, which
-  `llamanat_core.sequential` combines over two stages) and the smallest p it can give
+  `llamanat_core.analysis.sequential` combines over two stages) and the smallest p it can give
   (`min_sign_flip_p`);
 - **multiplicity**: Holm–Bonferroni adjusted p-values and per-row levels, and
   Benjamini–Hochberg's over the whole study;

@@ -21,7 +21,7 @@ estimand is 0, or equivalence claimed at or past the margin), the latter as a sh
 every resample of that truth (so a cell's share is P(this branch and a false decision)),
 with the conditional share within the cell beside it. `choose` applies the rule.
 
-    python -m llamanat_core.text_design_check --draws 200 --write
+    python -m llamanat_core.analysis.text_design_check --draws 200 --write
 """
 from __future__ import annotations
 
@@ -32,11 +32,11 @@ import time
 import numpy as np
 import pandas as pd
 
+from ..paths import STUDY_DIR
+from ..study import load_text_results
+from ..util import atomic_write_text
 from . import text_design as td
-from .paths import STUDY_DIR
-from .study import load_text_results
 from .text_comparisons import text_differences
-from .util import atomic_write_text
 
 OUT = STUDY_DIR / "text_design_check.json"
 DRAWS = 200
@@ -242,7 +242,7 @@ def run_check(draws: int = DRAWS, seed: int = SEED, rows: dict | None = None) ->
         sizes[size] = {"n1": design.n1, "n_max": design.n_max, "alpha_first": design.alpha_first,
                        "candidates": {t: rates(c) for t, c in tally.items()}}
     record = {"what": "the next text study's candidate tests on the fourth edition's resampled rows "
-                      "(python -m llamanat_core.text_design_check)",
+                      "(python -m llamanat_core.analysis.text_design_check)",
               "draws": draws, "seed": seed, "min_cell": MIN_CELL, "margin_units": margin, "unit": td.UNIT,
               "coverage_floor": td.COVERAGE_FLOOR, "false_ceiling": td.FALSE_CEILING,
               "truths": TRUTHS, "stand_ins": STAND_INS,

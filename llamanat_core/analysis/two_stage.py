@@ -5,17 +5,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..paths import STUDY_DIR
+from ..study.committed import study_weights_dir
+from ..study.plan import MEASUREMENTS, added_seed_plan, merge_plans, plan, unique_runs
+from ..study.results import frame
+from ..study.run import SEEDS, Run
+from ..study.run_files import load_entry, run_path
+from ..study.text_plan import LR_SEEDS, TEXT_MEASUREMENTS, TEXT_SEEDS, text_added_plan, text_plan
+from ..train.loop import Budget
 from .comparisons import added_seed_arms, decide
-from .paths import STUDY_DIR
 from .sequential import ADDED_SEEDS
-from .study.committed import study_weights_dir
-from .study.plan import MEASUREMENTS, added_seed_plan, merge_plans, plan, unique_runs
-from .study.results import frame
-from .study.run import SEEDS, Run
-from .study.run_files import load_entry, run_path
-from .study.text_plan import LR_SEEDS, TEXT_MEASUREMENTS, TEXT_SEEDS, text_added_plan, text_plan
 from .text_comparisons import decide_text, text_added_arms
-from .train import Budget
 
 
 def study_plan(cache_dir: Path = STUDY_DIR, budget: Budget = Budget(), compile: bool = True,

@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt
 from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch
 from matplotlib.path import Path
 
-from .config import REFERENCE, Config
+from ..model.config import REFERENCE, Config
 from .plotting import BLUE, GREEN, NEUTRAL, ORANGE, PURPLE, SKY, VERMILION, png_bytes, use_book_style
 
 # component -> its colour when nothing is highlighted (Okabe-Ito, lightened behind text)
@@ -262,11 +262,11 @@ def diagram_png(cfg: Config | None = None) -> bytes:
 __all__ = ["HIGHLIGHTS", "HIGHLIGHT", "COLORS", "block_diagram", "diagram_png"]
 
 
-if __name__ == "__main__":  # `make book`: python -m llamanat_core.diagram PATH (the README's picture)
+if __name__ == "__main__":  # `make book`: python -m llamanat_core.book.diagram PATH (the README's picture)
     import sys
 
-    from .util import atomic_write_bytes
+    from ..util import atomic_write_bytes
 
     if len(sys.argv) != 2:
-        sys.exit("usage: python -m llamanat_core.diagram PATH.png  (the reference decoder's diagram)")
+        sys.exit("usage: python -m llamanat_core.book.diagram PATH.png  (the reference decoder's diagram)")
     atomic_write_bytes(sys.argv[1], diagram_png())

@@ -21,11 +21,11 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..paths import ARTIFACTS_DIR, CHAPTERS_DIR, FRESH_DIR_ENV, ROOT
+from ..study import SEEDS
+from ..train.loop import Budget
+from ..util import atomic_write_text
 from . import claims
-from .paths import ARTIFACTS_DIR, CHAPTERS_DIR, FRESH_DIR_ENV, ROOT
-from .study import SEEDS
-from .train import Budget
-from .util import atomic_write_text
 
 # The chapter order of the book; `_toc.yml` lists the same chapters in the same order.
 CHAPTERS = ("model", "training", "text", "norm", "rope", "swiglu", "gqa", "sweep", "alphabet", "kv_cache",

@@ -16,14 +16,14 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from .config import SIZES
-from .model import TinyLlama
-from .paths import WEIGHTS_DIR
-from .sampling import sample_text
-from .study.text_recipe import tuned_run
-from .study.weights import load_weights, weights_path
-from .text import decode, encode
-from .text_comparisons import text_arm
+from ..analysis.text_comparisons import text_arm
+from ..data.text import decode, encode
+from ..model.config import SIZES
+from ..model.model import TinyLlama
+from ..paths import WEIGHTS_DIR
+from ..study.text_recipe import tuned_run
+from ..study.weights import load_weights, weights_path
+from ..train.sampling import sample_text
 
 
 def tuned_model(arm: str, size: str, lr_scale: float, seed: int, steps: int | None = None,

@@ -21,11 +21,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .model import TinyLlama
-from .study import WEIGHTS_DIR, trained_weights, weights_step
-from .study.run import WEIGHT_VARIANTS
-from .tasks import EQ, SEP, TRAIN_PAIRS, Addition, token_name
-from .train import Budget, TaskSpec, run_splits
+from ..data.tasks import EQ, SEP, TRAIN_PAIRS, Addition, token_name
+from ..model.model import TinyLlama
+from ..study import WEIGHTS_DIR, trained_weights, weights_step
+from ..study.run import WEIGHT_VARIANTS
+from ..train.loop import Budget, TaskSpec, run_splits
 
 # ---------------------------------------------------------------- the trained weights
 

@@ -5,7 +5,7 @@ the package, and `write_corpus` reads the six novels out of its R data files
 (`rdata.read_lazyload`) into one text file each, checked against the SHA-256 recorded
 here, and keeps the package beside them (`package_deb`: the tests read the real database
 from it). The text is never committed. This module needs no torch, so `make corpus`
-checks the files in a moment: `python -m llamanat_core.corpus check | unpack STEM [DEB]`.
+checks the files in a moment: `python -m llamanat_core.data.corpus check | unpack STEM [DEB]`.
 """
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import hashlib
 import sys
 from pathlib import Path
 
-from .paths import corpus_dir
+from ..paths import corpus_dir
+from ..util import atomic_write_bytes, atomic_write_text
 from .rdata import read_lazyload
-from .util import atomic_write_bytes, atomic_write_text
 
 # In order of publication; the R package's variable names.
 NOVELS = ("sensesensibility", "prideprejudice", "mansfieldpark", "emma", "northangerabbey",
@@ -101,7 +101,7 @@ def check_corpus(folder: Path | None = None) -> str | None:
 
 
 def main(argv: list[str]) -> int:
-    """`python -m llamanat_core.corpus check` (exit 1 with the problem if the corpus is not
+    """`python -m llamanat_core.data.corpus check` (exit 1 with the problem if the corpus is not
     ready) or `... unpack STEM [DEB]` (write the novels from an unpacked package's data,
     and keep the package DEB they came from)."""
     if argv[:1] == ["check"] and len(argv) == 1:
@@ -117,7 +117,7 @@ def main(argv: list[str]) -> int:
             return 1
         print(f"corpus: {len(paths)} novels in {paths[0].parent}", file=sys.stderr)
         return 0
-    print("usage: python -m llamanat_core.corpus check | unpack RDATA_STEM [DEB]", file=sys.stderr)
+    print("usage: python -m llamanat_core.data.corpus check | unpack RDATA_STEM [DEB]", file=sys.stderr)
     return 2
 
 

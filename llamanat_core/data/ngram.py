@@ -9,7 +9,7 @@ The mixing is Witten–Bell's (required) or Kneser–Ney's (for comparison); bot
 from the same counts, kept as sorted integer codes (a string's characters are the digits
 of a base-V number), so counting 3.6 million characters takes a few `np.unique` calls.
 
-`python -m llamanat_core.ngram` counts orders 1–5 on the training novels, scores both
+`python -m llamanat_core.data.ngram` counts orders 1–5 on the training novels, scores both
 halves of the held-out novel and writes `paths.NGRAM_BASELINES_PATH`, which the book
 reads with `load_ngram_baselines()`.
 """
@@ -23,14 +23,14 @@ from pathlib import Path
 
 import numpy as np
 
-from .paths import NGRAM_BASELINES_PATH, ROOT
+from ..paths import NGRAM_BASELINES_PATH, ROOT
+from ..util import atomic_write_text
 from .text import VOCAB_SIZE, Corpus, load_corpus
-from .util import atomic_write_text
 
 ORDERS = (1, 2, 3, 4, 5)
 SMOOTHINGS = ("witten_bell", "kneser_ney")
 HALVES = ("val", "test")
-COMMAND = "python -m llamanat_core.ngram"  # the one command that writes the baselines
+COMMAND = "python -m llamanat_core.data.ngram"  # the one command that writes the baselines
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ def _check_supported(cfg: Config) -> None:
                              f"equivalent (it needs {name}={value!r})")
     if cfg.rope_pairing != "half":
         raise ValueError("Config.rope_pairing='interleaved' is not transformers' convention: "
-                         "convert with llamanat_core.hf.interleaved_to_half(model) first "
+                         "convert with llamanat_core.model.hf.interleaved_to_half(model) first "
                          "(a fixed permutation of the Q/K rows, same logits)")
 
 

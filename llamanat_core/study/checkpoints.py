@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 
 from ..paths import ALPHABET_WEIGHTS_DIR, STUDY_DIR
-from ..train import setup
+from ..train.loop import setup
 from ..util import atomic_write_bytes, torch_threads
 from .run import SEEDS, Run
 from .run_files import run_path

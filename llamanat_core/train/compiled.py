@@ -39,8 +39,8 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad_and_value
 
-from .config import REFERENCE, Config
-from .model import TinyLlama, answer_loss
+from ..model.config import REFERENCE, Config
+from ..model.model import TinyLlama, answer_loss
 from .optim import BETAS, EPS, WEIGHT_DECAY, decays
 
 

@@ -16,11 +16,11 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from .config import REGIMES, Config
-from .fast import FastStep
-from .model import TinyLlama, answer_loss
+from ..data.tasks import FreshStream, TaskData, make_task
+from ..model.config import REGIMES, Config
+from ..model.model import TinyLlama, answer_loss
+from .compiled import FastStep
 from .optim import adamw
-from .tasks import FreshStream, TaskData, make_task
 
 
 @dataclass(frozen=True)

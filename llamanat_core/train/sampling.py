@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from .kv import KVCache
+from ..model.kv import KVCache
 
 
 @torch.no_grad()

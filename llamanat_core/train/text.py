@@ -20,13 +20,13 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from .config import Config
-from .fast import FastStep
-from .model import TinyLlama, answer_loss
+from ..data.text import Corpus, gather, load_corpus, training_windows, windows
+from ..model.config import Config
+from ..model.model import TinyLlama, answer_loss
+from .compiled import FastStep
+from .loop import PlainStep
 from .optim import DECAY
 from .schedule import warmup_cosine
-from .text import Corpus, gather, load_corpus, training_windows, windows
-from .train import PlainStep
 
 TEXT_ENDPOINTS = {
     "loss_end": "held-out test loss at the end of the budget (nats per character; primary)",

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
-from ..mechanism import recall_attention
-from ..study import EXTRAPOLATE, load_model
-from ..study.checkpoints import (  # noqa: F401  (the chapter reads them from here)
+from ...data.tasks import ANSWER0, TRAIN_PAIRS, VALUE0, Recall
+from ...study import EXTRAPOLATE, load_model
+from ...study.checkpoints import (  # noqa: F401  (the chapter reads them from here)
     CHECKPOINT,
     CHECKPOINT_VARIANTS,
     FORMULATIONS,
@@ -15,8 +15,8 @@ from ..study.checkpoints import (  # noqa: F401  (the chapter reads them from he
     checkpoint_path,
     checkpoint_run,
 )
-from ..tasks import ANSWER0, TRAIN_PAIRS, VALUE0, Recall
-from ..train import Budget, TaskSpec, run_splits
+from ...train.loop import Budget, TaskSpec, run_splits
+from ..mechanism import recall_attention
 
 
 def formulation_check(seeds, pair_counts=(TRAIN_PAIRS, EXTRAPOLATE[0]),

@@ -10,10 +10,10 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
-from ..blocks import repeat_kv
-from ..config import REFERENCE, variant_config
-from ..model import TinyLlama
-from ..published import kv_cache_bytes
+from ...model.blocks import repeat_kv
+from ...model.config import REFERENCE, variant_config
+from ...model.model import TinyLlama
+from ...model.published import kv_cache_bytes
 
 # The three attention layouts of the chapter, most KV heads first.
 LAYOUTS = (("mha", "MHA"), ("llama", "GQA"), ("mqa", "MQA"))

@@ -19,17 +19,17 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from ..config import variant_config
-from ..kv import KVCache, greedy_decode
-from ..model import TinyLlama
-from ..paths import WEIGHTS_DIR
-from ..published import PUBLISHED, kv_cache_bytes
-from ..sampling import sample_text
-from ..study import environment, trained_weights
-from ..study.kv_timing import load_text_timing, load_timing  # noqa: F401  (the chapter reads them here)
-from ..text import encode
-from ..util import torch_threads
-from .text_chapter import reference_text_model
+from ...data.text import encode
+from ...model.config import variant_config
+from ...model.kv import KVCache, greedy_decode
+from ...model.model import TinyLlama
+from ...model.published import PUBLISHED, kv_cache_bytes
+from ...paths import WEIGHTS_DIR
+from ...study import environment, trained_weights
+from ...study.kv_timing import load_text_timing, load_timing  # noqa: F401  (the chapter reads them here)
+from ...train.sampling import sample_text
+from ...util import torch_threads
+from .text import reference_text_model
 
 LENGTHS = (16, 32, 64, 128, 256, 512, 1024, 2048)
 REPEATS = 41

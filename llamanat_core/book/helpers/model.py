@@ -16,9 +16,9 @@ import math
 import pandas as pd
 import torch
 
-from ..blocks import Attention, causal_mask
-from ..config import Config
-from ..published import PUBLISHED, PublishedModel, llama_ffn_rule, llama_parameters
+from ...model.blocks import Attention, causal_mask
+from ...model.config import Config
+from ...model.published import PUBLISHED, PublishedModel, llama_ffn_rule, llama_parameters
 
 # ---------------------------------------------------------------- published figures
 

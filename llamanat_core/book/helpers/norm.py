@@ -11,10 +11,10 @@ import pandas as pd
 import torch
 from torch import nn
 
-from ..blocks import RMSNorm
-from ..config import Config
-from ..model import TinyLlama
-from ..tasks import VOCAB_SIZE
+from ...data.tasks import VOCAB_SIZE
+from ...model.blocks import RMSNorm
+from ...model.config import Config
+from ...model.model import TinyLlama
 
 
 def norm_pair(dim: int, eps: float = 1e-5) -> tuple[RMSNorm, nn.LayerNorm]:

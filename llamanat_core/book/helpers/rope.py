@@ -4,7 +4,7 @@ table that a short training length never reaches.
 
 Everything here runs on random tensors, freshly initialised models or one step of the
 study's own training step; nothing here trains a model. The last section reads the attention
-summaries of `llamanat_core.mechanism` (computed on the committed weights): which operand
+summaries of `llamanat_core.book.mechanism` (computed on the committed weights): which operand
 digits an addition chain position reads, and how far into a long recall list the answer
 position still finds the value it was asked for.
 """
@@ -15,18 +15,18 @@ import math
 import pandas as pd
 import torch
 
-from ..blocks import causal_mask, manual_attention, repeat_kv
-from ..config import Config, variant_config
-from ..model import TinyLlama
-from ..positional import (
+from ...data.tasks import TRAIN_PAIRS, VOCAB_SIZE, Recall
+from ...model.blocks import causal_mask, manual_attention, repeat_kv
+from ...model.config import Config, variant_config
+from ...model.model import TinyLlama
+from ...model.positional import (
     RotaryEmbedding,
     apply_rotary,
     interleaved_to_half_permutation,
     inverse_frequencies,
     permute_qk_state,
 )
-from ..tasks import TRAIN_PAIRS, VOCAB_SIZE, Recall
-from ..train import Budget, PlainStep
+from ...train.loop import Budget, PlainStep
 
 
 def frequency_table(head_dim: int = 16, theta: float = 10_000.0) -> pd.DataFrame:

@@ -12,11 +12,11 @@ import math
 import pandas as pd
 import torch
 
-from ..config import variant_config
-from ..model import TinyLlama
-from ..positional import inverse_frequencies, slowest_period
-from ..study import EXTRAPOLATE
-from ..tasks import TRAIN_PAIRS, VALUE0, Recall
+from ...data.tasks import TRAIN_PAIRS, VALUE0, Recall
+from ...model.config import variant_config
+from ...model.model import TinyLlama
+from ...model.positional import inverse_frequencies, slowest_period
+from ...study import EXTRAPOLATE
 
 HEAD_DIM = 16
 LONGEST = 37  # positions 0..37: the 12-pair item (37 tokens before the answer) and its answer

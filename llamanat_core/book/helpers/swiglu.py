@@ -17,13 +17,13 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from ..config import REFERENCE, Config, variant_config
+from ...model.config import REFERENCE, Config, variant_config
+from ...model.model import TinyLlama
+from ...model.published import PUBLISHED, llama_ffn_rule
+from ...study import kept_run, trained_weights, weights_step
+from ...train.loop import fit, run_splits
+from ...util import torch_threads
 from ..mechanism import call_arguments
-from ..model import TinyLlama
-from ..published import PUBLISHED, llama_ffn_rule
-from ..study import kept_run, trained_weights, weights_step
-from ..train import fit, run_splits
-from ..util import torch_threads
 
 KINDS = ("relu", "gelu", "swiglu")
 

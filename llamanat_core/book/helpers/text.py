@@ -8,10 +8,10 @@ import math
 import pandas as pd
 import torch
 
-from ..corpus import NOVELS, TITLES, read_novel
-from ..study.run import Run
-from ..study.weights import load_weights
-from ..text import HELD_OUT, TRAIN_NOVELS, Corpus, split_held_out
+from ...data.corpus import NOVELS, TITLES, read_novel
+from ...data.text import HELD_OUT, TRAIN_NOVELS, Corpus, split_held_out
+from ...study.run import Run
+from ...study.weights import load_weights
 
 
 def corpus_table() -> pd.DataFrame:

@@ -15,7 +15,7 @@ from functools import partial
 import pandas as pd
 import torch
 
-from ..schedule import warmup_cosine
+from ...train.schedule import warmup_cosine
 
 # Touvron et al. (2023), "LLaMA: Open and efficient foundation language models", section 2.3.
 LLAMA1_BETAS = (0.9, 0.95)

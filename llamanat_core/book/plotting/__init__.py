@@ -1,4 +1,6 @@
 """Every figure of the book: one look, the shared figure functions, deterministic PNGs.
+Part of the book layer: it may import every layer below (the analysis' words and tables
+included) and the book's own modules.
 
 style.py      the palette, one colour per variant (kept apart by `colour_distance`), per-task
               and per-verdict colours, the matplotlib style, `use_book_style`, `show` and
@@ -15,16 +17,16 @@ curves.py     training and validation loss curves: per regime, solved and unsolv
               the counted n-gram models as labelled lines (`draw_ngram_lines`)
 mlp.py        the feed-forward's functions and the SwiGLU gate (`activation_figure`,
               `gate_figure`)
-attention.py  attention maps and the task summaries of `llamanat_core.mechanism`; which KV
+attention.py  attention maps and the task summaries of `llamanat_core.book.mechanism`; which KV
               head each query head reads (`head_map_figure`)
 decisions.py  what `comparisons.decide` returns: the forest of the primary endpoints, the
               share solved by each step, per-seed strips, an interval read off its test
-              (imported as a module: `from llamanat_core.plotting import decisions`)
+              (imported as a module: `from llamanat_core.book.plotting import decisions`)
 tuned.py      the tuned text study: the loss at each position of a window, one line per
               model; each mechanism's per-seed differences at S and M beside the margin
-              (imported as a module: `from llamanat_core.plotting import tuned`)
+              (imported as a module: `from llamanat_core.book.plotting import tuned`)
 
-Chapters import everything from here (`from llamanat_core.plotting import show, ...`).
+Chapters import everything from here (`from llamanat_core.book.plotting import show, ...`).
 """
 from .attention import (
     HEAT_CMAP,

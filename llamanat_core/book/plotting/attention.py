@@ -1,6 +1,6 @@
 """The attention figures: `attention_heatmap`, `attention_grid`, `position_heatmap`, and the
 task summaries `recall_attention_figure`, `recall_items_figure`, `recall_by_pair_figure`,
-`addition_attention_figure`. They draw what `llamanat_core.mechanism` returns, on the
+`addition_attention_figure`. They draw what `llamanat_core.book.mechanism` returns, on the
 sequential `HEAT_CMAP` with token names on the axes and a colour bar. `head_map_figure`
 draws which KV head each query head reads (`probes.gqa.head_maps`).
 """
@@ -10,8 +10,8 @@ import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 
+from ...data.tasks import TRAIN_PAIRS
 from ..mechanism import ADDITION_SOURCES, CHAIN, RECALL_ROLES
-from ..tasks import TRAIN_PAIRS
 from .seeds import legend_outside
 from .style import CHANCE_COLOR, FIGSIZE, PALETTE, VARIANT_COLORS, VERMILION, use_book_style, variant_color
 

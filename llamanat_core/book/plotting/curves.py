@@ -9,8 +9,8 @@ import matplotlib.pyplot as plt
 import matplotlib.ticker
 from matplotlib.lines import Line2D
 
-from ..comparisons import variant_rows
-from ..config import REGIMES
+from ...analysis.comparisons import variant_rows
+from ...model.config import REGIMES
 from .seeds import legend_outside
 from .style import BLUE, CHANCE_COLOR, NEUTRAL, VERMILION, plain_ticks, use_book_style, variant_color
 

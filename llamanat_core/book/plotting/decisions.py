@@ -1,5 +1,5 @@
 """The figures of the study's decisions, drawn with the book's style and colour-blind-safe
-palette; their words (labels, effects, titles) come from `llamanat_core.decision_tables`.
+palette; their words (labels, effects, titles) come from `llamanat_core.analysis.decision_tables`.
 
 - `decision_forest`: the primary endpoints as small multiples, one panel per measurement ×
   endpoint, every interval inside its panel, the equivalence margin shaded, ratios on a log
@@ -23,7 +23,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from ..decision_tables import MEASUREMENT_TITLES, METRIC_TITLES, is_ratio, row_label
+from ...analysis.decision_tables import MEASUREMENT_TITLES, METRIC_TITLES, is_ratio, row_label
 from .seeds import chance_line, legend_outside, margin_label
 from .style import (
     CHANCE_COLOR,

@@ -1,7 +1,7 @@
 """Per-seed figures: each seed's value as a point (or a curve) per row, the chance floor
 of an accuracy axis, and the summary of the matrix.
 
-They take the seed tables and tidy frames of `llamanat_core.report`; every accuracy
+They take the seed tables and tidy frames of `llamanat_core.analysis.report`; every accuracy
 figure draws its chance floor (`chance_line`), and seeds shared by several rows are
 joined by thin lines, so a reader sees which seed moved which way.
 """
@@ -10,11 +10,11 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..config import REGIMES
-from ..report import METRIC_NAMES, chance_label
-from ..stats import chance_floor
-from ..study import EXTRAPOLATE
-from ..tasks import TRAIN_PAIRS
+from ...analysis.report import METRIC_NAMES, chance_label
+from ...analysis.stats import chance_floor
+from ...data.tasks import TRAIN_PAIRS
+from ...model.config import REGIMES
+from ...study import EXTRAPOLATE
 from .style import BLUE, CHANCE_COLOR, PALETTE, TASK_COLORS, VARIANT_COLORS, variant_color
 
 

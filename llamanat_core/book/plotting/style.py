@@ -24,7 +24,7 @@ import matplotlib.ticker as mticker
 import numpy as np
 import pandas as pd
 
-from ..report import MINUS
+from ...analysis.report import MINUS
 
 DPI = 110  # pixels per inch of every PNG in the book
 FIGSIZE = (7.0, 3.6)  # inches: a full-width figure at the book's text width

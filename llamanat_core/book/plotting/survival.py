@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.lines import Line2D
 
-from ..stats import CONFIDENCE, kaplan_meier
+from ...analysis.stats import CONFIDENCE, kaplan_meier
 from .style import CHANCE_COLOR, NEUTRAL, PALETTE, keep_end_labels_inside, step_panel_axes, use_book_style
 
 REFERENCE = {"color": "#555555", "lw": 1.3, "ls": "--"}

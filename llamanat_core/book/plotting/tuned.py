@@ -1,6 +1,6 @@
 """Figures of the tuned text study: the loss along a window (`position_figure`), and each
 mechanism's per-seed differences at both sizes beside the margin (`size_differences_figure`).
-Imported as a module: `from llamanat_core.plotting import tuned`."""
+Imported as a module: `from llamanat_core.book.plotting import tuned`."""
 from __future__ import annotations
 
 import math
@@ -9,8 +9,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ..scorecard import DIFFERENCE_COLUMNS, MECHANISMS
-from ..text_design import MARGIN
+from ...analysis.scorecard import DIFFERENCE_COLUMNS, MECHANISMS
+from ...analysis.text_design import MARGIN
 from .style import BLUE, NEUTRAL, VERMILION, plain_ticks, use_book_style, variant_color
 
 SIZE_STYLE = {"S": (BLUE, "o", -0.18), "M": (VERMILION, "D", 0.18)}
