@@ -47,14 +47,14 @@ from contextlib import contextmanager
 import torch
 import torch.nn.functional as F
 
-from llamanat_core.config import SIZES, variant_config
-from llamanat_core.fast import FastStep, compile_default, train_step, train_step_copy
-from llamanat_core.hf import to_transformers
-from llamanat_core.model import TinyLlama
+from llamanat_core.data.text import VOCAB_SIZE, gather, load_corpus, training_windows
+from llamanat_core.model.config import SIZES, variant_config
+from llamanat_core.model.hf import to_transformers
+from llamanat_core.model.model import TinyLlama
 from llamanat_core.study.text_recipe import plan_estimate, recipe_budget
-from llamanat_core.text import VOCAB_SIZE, gather, load_corpus, training_windows
-from llamanat_core.text_train import TextBudget, held_out_loss, text_step
-from llamanat_core.train import TaskSpec, batch_order, score
+from llamanat_core.train.compiled import FastStep, compile_default, train_step, train_step_copy
+from llamanat_core.train.loop import TaskSpec, batch_order, score
+from llamanat_core.train.text import TextBudget, held_out_loss, text_step
 from llamanat_core.util import torch_threads
 
 BATCH, REPEATS, STEPS_PER_REPEAT, WARMUP = 64, 7, 20, 10

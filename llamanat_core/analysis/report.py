@@ -283,7 +283,7 @@ def overflow_text(overflow_layers) -> str:
 
 UNSOLVED_AT = 0.4
 """A seed at or below this test accuracy has not solved its task: far under the solve
-threshold (`train.Budget.solve_at`), above recall's chance of a quarter so that a seed
+threshold (`train.loop.Budget.solve_at`), above recall's chance of a quarter so that a seed
 stuck at chance counts."""
 
 

@@ -1,7 +1,7 @@
 """The text study's questions, fixed before its first run, and their decisions.
 
 Each arm is compared with the reference (`llama`, RoPE base 10,000) seed by seed on the
-held-out test loss of `text_train.TEXT_ENDPOINTS`, in nats per character:
+held-out test loss of `train.text.TEXT_ENDPOINTS`, in nats per character:
 
 - **primary**: `loss_end`, the loss at the end of the budget;
 - **secondary**: `loss_half` (speed: the loss at half the budget), `loss_2x` and `loss_4x`

@@ -24,7 +24,7 @@ _COMMITTED_RUN = [True]  # set by the chapter's parameter check (`set_committed_
 
 def set_committed_run(committed: bool) -> None:
     """Whether the chapter now executing reads the committed study with every seed, the
-    data its text was written about. `chapters.check_chapter_parameters` sets it; on any
+    data its text was written about. `execute.check_chapter_parameters` sets it; on any
     other run every claim warns instead of failing."""
     _COMMITTED_RUN[0] = bool(committed)
 

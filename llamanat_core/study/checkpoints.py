@@ -1,5 +1,5 @@
 """The alphabet chapter's replayed checkpoints: where they are, written here, read by
-`probes.alphabet`.
+`book.helpers.alphabet`.
 
 The study keeps no weights of the alphabet runs. Their training is deterministic (one
 torch thread, the compiled step of the study), so the runs the chapter looks inside are

@@ -4,7 +4,7 @@ Nothing here changes what is computed: the same model, the same cross-entropy
 (`model.answer_loss` itself: the answer positions of a puzzle, every position of text),
 gradient clipping at the budget's norm and AdamW at the budget's learning rate (constant,
 or scheduled step by step) with the hyper-parameters of `optim` (torch's default betas,
-eps and weight decay) on the parameters `optim.decays` picks, as `train.PlainStep` does.
+eps and weight decay) on the parameters `optim.decays` picks, as `loop.PlainStep` does.
 What changes is how many small operations it takes:
 
 - **One flat vector.** Every distinct parameter (the tied embedding/head matrix once) is
@@ -210,7 +210,7 @@ def _compiled_step(key: tuple):
 class FastStep:
     """forward + backward + clip + AdamW for one model: `loss = step(ids)`.
 
-    The arguments are `train.PlainStep`'s: `lr` a constant (baked into the graph) or a
+    The arguments are `loop.PlainStep`'s: `lr` a constant (baked into the graph) or a
     schedule, step -> rate (fed to the graph each step as a tensor); `answer_len` None
     trains on every position; `decay` picks what weight decay touches. AdamW's other
     hyper-parameters are `optim`'s. `compile` None follows LLAMANAT_COMPILE.

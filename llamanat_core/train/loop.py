@@ -4,7 +4,7 @@
 validation set every `eval_every` steps (the dense curve), score the test set at the
 checkpoints, and stop once the run has been solved for a few evaluations in a row
 (never before `min_steps`) or at the cap. The plain PyTorch loop (`fast=False`) is the
-reference; the default speed path of `fast.py` computes the same function in fewer,
+reference; the default speed path of `compiled.py` computes the same function in fewer,
 fused operations, and a test holds the two equal.
 """
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The optimizer every run uses: AdamW with torch's default hyper-parameters.
 
-The plain loop builds it with `adamw`; the speed path (`fast.adamw_`) writes the same
+The plain loop builds it with `adamw`; the speed path (`compiled.adamw_`) writes the same
 update out on flat tensors and reads the same constants, so the two cannot drift apart.
-The learning rate and the clipping norm are the budget's (`train.Budget.lr`, `.clip`).
+The learning rate and the clipping norm are the budget's (`loop.Budget.lr`, `.clip`).
 
 Which parameters decay (`DECAY`): the puzzles and the first text study decay "all" of
 them; the text recipe decays the weight "matrices" only, as nanoGPT and the usual LLaMA

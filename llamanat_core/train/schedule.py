@@ -1,8 +1,8 @@
 """The one learning-rate schedule: a linear warm-up, then a half cosine down to a fraction
-of the peak. A pure function of the step, so a training step can call it (`train.PlainStep`
+of the peak. A pure function of the step, so a training step can call it (`loop.PlainStep`
 takes any step -> rate function) and a chapter can print it without an optimizer.
 
-The text study's budget (`text_train.TextBudget.lr_at`) and the training chapter's sketch
+The text study's budget (`train.text.TextBudget.lr_at`) and the training chapter's sketch
 of LLaMA-1's schedule (2,000 warm-up steps, a cosine to a tenth of the peak) both read it.
 """
 from __future__ import annotations

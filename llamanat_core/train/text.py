@@ -140,8 +140,8 @@ def test_losses(model: TinyLlama, corpus: Corpus, budget: TextBudget) -> dict:
 
 def text_step(model: TinyLlama, budget: TextBudget, compile: bool = False):
     """The step every text run takes: the puzzles' step on every position, at the budget's
-    scheduled rate, clipping and weight decay; compiled (`fast.FastStep`) or the plain
-    loop (`train.PlainStep`), which is the reference and rounds differently."""
+    scheduled rate, clipping and weight decay; compiled (`compiled.FastStep`) or the plain
+    loop (`loop.PlainStep`), which is the reference and rounds differently."""
     if compile:
         return FastStep(model, None, budget.lr_at, budget.clip, compile=True, decay=budget.decay)
     return PlainStep(model, None, budget.lr_at, budget.clip, decay=budget.decay)

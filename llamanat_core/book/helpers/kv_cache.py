@@ -193,7 +193,7 @@ def measure_text_timing(n_new: int = TEXT_N_NEW, repeats: int = TEXT_REPEATS, pr
     (`time.process_time`, one torch thread), so other work on the machine does not inflate
     it. Each repeat times one generation each way, in turn; the result is the median over
     repeats, with the characters per CPU second it means. `model` defaults to
-    `text_chapter.reference_text_model()`. Returns a JSON-able dict that records the
+    `helpers.text.reference_text_model()`. Returns a JSON-able dict that records the
     machine it ran on."""
     if n_new < 1 or repeats < 1:
         raise ValueError(f"need n_new >= 1 and repeats >= 1, got {n_new!r}, {repeats!r}")

@@ -154,7 +154,7 @@ def untouched_rows(seed: int = 0, n_pairs: int = TRAIN_PAIRS, batch: int = 64,
                    budget: Budget = Budget()) -> dict:
     """The learned table of the `abs_pos` control on one training batch of recall.
 
-    One step of the study's own `train.PlainStep` (the study's lr and clipping, torch's
+    One step of the study's own `train.loop.PlainStep` (the study's lr and clipping, torch's
     default weight decay): the gradient it applied to each row of the position table, and
     what the step did to a row whose gradient is exactly zero: Adam's moments stay zero,
     so only the decoupled weight decay acts, multiplying the row by (1 - lr * weight_decay).

@@ -2,7 +2,7 @@
 settings and learning-rate schedule, and a toy run of a few steps that records the loss
 and the learning rate of every step.
 
-The study trains every puzzle run with `train.PlainStep` (AdamW with torch's defaults, a
+The study trains every puzzle run with `train.loop.PlainStep` (AdamW with torch's defaults, a
 constant learning rate, no warm-up). LLaMA-1 used AdamW with beta2 0.95 and weight decay
 0.1, 2,000 warm-up steps and a cosine schedule down to a tenth of the peak learning rate,
 with the gradient norm clipped at 1.0 (Touvron et al. 2023, section 2.3). The schedule is
@@ -31,7 +31,7 @@ def paper_optimizer(params, lr: float) -> torch.optim.AdamW:
 
 def paper_schedule(peak: float, steps: int, warmup: int = LLAMA1_WARMUP_STEPS,
                    final: float = LLAMA1_FINAL_LR_FRACTION):
-    """LLaMA-1's schedule as `train.PlainStep` takes it, step -> rate: the package's one
+    """LLaMA-1's schedule as `train.loop.PlainStep` takes it, step -> rate: the package's one
     `schedule.warmup_cosine`, at `peak` over `steps` steps (the paper's warm-up and final
     fraction unless given)."""
     warmup_cosine(1, peak, warmup, steps, final)  # a bad warm-up or length fails here, not mid-run
@@ -39,7 +39,7 @@ def paper_schedule(peak: float, steps: int, warmup: int = LLAMA1_WARMUP_STEPS,
 
 
 def toy_run(step, batches) -> pd.DataFrame:
-    """Call `step` (a `train.PlainStep`) on each batch in turn; the loss and the learning
+    """Call `step` (a `train.loop.PlainStep`) on each batch in turn; the loss and the learning
     rate every step used (a scheduled step sets its rate as it starts), one row per step
     (steps counted from 1)."""
     rows = []

@@ -2,7 +2,7 @@
 task summaries `recall_attention_figure`, `recall_items_figure`, `recall_by_pair_figure`,
 `addition_attention_figure`. They draw what `llamanat_core.book.mechanism` returns, on the
 sequential `HEAT_CMAP` with token names on the axes and a colour bar. `head_map_figure`
-draws which KV head each query head reads (`probes.gqa.head_maps`).
+draws which KV head each query head reads (`helpers.gqa.head_maps`).
 """
 from __future__ import annotations
 
@@ -226,7 +226,7 @@ def addition_attention_figure(summaries: dict, layers=None):
 
 def head_map_axes(ax, reads: list[int], title: str, color="C0") -> None:
     """A bipartite diagram: query heads on top, KV heads below, one line per read;
-    `reads[h]` is the KV head query head h reads (`probes.gqa.head_map`)."""
+    `reads[h]` is the KV head query head h reads (`helpers.gqa.head_map`)."""
     n_heads, n_kv_heads = len(reads), max(reads) + 1
     xq = list(range(n_heads))
     # centre each KV head under the query heads that read it
@@ -254,7 +254,7 @@ def head_map_axes(ax, reads: list[int], title: str, color="C0") -> None:
 
 def head_map_figure(maps: dict[str, tuple[str, list[int]]]):
     """One `head_map_axes` panel per layout, side by side, in the variant's colour;
-    `maps` is variant -> (layout name, reads), as `probes.gqa.head_maps` returns it."""
+    `maps` is variant -> (layout name, reads), as `helpers.gqa.head_maps` returns it."""
     use_book_style()
     fig, axes = plt.subplots(1, len(maps), figsize=(10, 2.8), squeeze=False)
     for ax, (variant, (name, reads)) in zip(axes[0], maps.items()):

@@ -42,7 +42,7 @@ def activation_figure():
 
 def gate_figure(bins: dict, kill_below: float):
     """Left, |silu(g) · u| over a grid of gate g and up u, with a line at `kill_below`;
-    then one panel per task of `bins` (task -> `probes.swiglu.gate_bins`): per gate bin
+    then one panel per task of `bins` (task -> `helpers.swiglu.gate_bins`): per gate bin
     the median |u| (what the unit would carry, dashed) and the median |silu(g) · u| (what
     it does carry, solid)."""
     import matplotlib.pyplot as plt

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from llamanat_core import REFERENCE, TinyLlama
-from llamanat_core.probes import training_chapter as tp
-from llamanat_core.tasks import Recall
-from llamanat_core.train import PlainStep
+from llamanat_core.book.helpers import training as tp
+from llamanat_core.data.tasks import Recall
+from llamanat_core.train.loop import PlainStep
 
 
 def _batches(n: int = 4):

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from llamanat_core import REFERENCE, VARIANTS, TinyLlama, variant_config
-from llamanat_core.blocks import causal_mask
-from llamanat_core.probes import model_chapter as mp
+from llamanat_core.book.helpers import model as mp
+from llamanat_core.model.blocks import causal_mask
 
 
 @pytest.mark.parametrize("name", list(VARIANTS))

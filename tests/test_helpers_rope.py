@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from llamanat_core import Config, TinyLlama
-from llamanat_core.probes import rope as probe
+from llamanat_core.book.helpers import rope as probe
 
 
 def test_frequency_table():

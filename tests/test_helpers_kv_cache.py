@@ -6,11 +6,11 @@ import pytest
 import torch
 
 from llamanat_core import TinyLlama, variant_config
-from llamanat_core.kv import KVCache
-from llamanat_core.probes import kv_cache_chapter as kp
-from llamanat_core.published import kv_cache_bytes
+from llamanat_core.book.helpers import kv_cache as kp
+from llamanat_core.data.tasks import Recall
+from llamanat_core.model.kv import KVCache
+from llamanat_core.model.published import kv_cache_bytes
 from llamanat_core.study.kv_timing import write_timing
-from llamanat_core.tasks import Recall
 
 
 @pytest.fixture(scope="module")
@@ -116,8 +116,8 @@ def test_timing_file_round_trip_is_atomic(tmp_path):
 
 
 def test_measure_text_timing_times_both_ways_and_checks_the_text_is_the_same(tmp_path):
+    from llamanat_core.data.text import VOCAB_SIZE
     from llamanat_core.study.kv_timing import load_text_timing
-    from llamanat_core.text import VOCAB_SIZE
 
     model = TinyLlama(variant_config("llama", vocab_size=VOCAB_SIZE, max_seq_len=12), seed=0)
     torch.set_num_threads(3)  # not the tests' one thread, so a forgotten restore shows

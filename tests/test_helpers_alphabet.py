@@ -2,9 +2,9 @@
 wrong answer, the replayed checkpoints (each its run at 1,200 steps) and the queried mass."""
 import torch
 
-from llamanat_core.probes.alphabet import ANSWER_OFFSET, formulation_check
-from llamanat_core.tasks import Recall
-from llamanat_core.train import Budget
+from llamanat_core.book.helpers.alphabet import ANSWER_OFFSET, formulation_check
+from llamanat_core.data.tasks import Recall
+from llamanat_core.train.loop import Budget
 
 
 def test_formulations_share_prompts_and_differ_by_the_offset():
@@ -35,7 +35,7 @@ def test_check_would_notice_a_different_prompt(monkeypatch):
 
 def _item(keys, values, probe, answer):
     """One recall item built by hand: (prompt, target)."""
-    from llamanat_core.tasks import ANSWER0, EQ, KEY0, SEP, VALUE0
+    from llamanat_core.data.tasks import ANSWER0, EQ, KEY0, SEP, VALUE0
 
     ids = []
     for i, (k, v) in enumerate(zip(keys, values)):
@@ -46,8 +46,8 @@ def _item(keys, values, probe, answer):
 
 
 def test_answer_kinds_by_hand():
-    from llamanat_core.probes.alphabet import KINDS, answer_kinds
-    from llamanat_core.tasks import ANSWER0, KEY0, VALUE0
+    from llamanat_core.book.helpers.alphabet import KINDS, answer_kinds
+    from llamanat_core.data.tasks import ANSWER0, KEY0, VALUE0
 
     for answer, base in (("copy", VALUE0), ("name", ANSWER0)):
         prompt, target = _item([0, 1, 2, 3], [5, 6, 7, 8], 2, answer)  # the answer is value 7
@@ -65,8 +65,8 @@ def test_answer_kinds_by_hand():
 def test_answer_kinds_rejects_a_target_that_is_not_in_the_item():
     import pytest
 
-    from llamanat_core.probes.alphabet import answer_kinds
-    from llamanat_core.tasks import VALUE0
+    from llamanat_core.book.helpers.alphabet import answer_kinds
+    from llamanat_core.data.tasks import VALUE0
 
     prompt, _ = _item([0, 1, 2, 3], [5, 6, 7, 8], 2, "copy")
     with pytest.raises(ValueError, match="not the answer of a value"):
@@ -77,8 +77,8 @@ def test_answer_kinds_rejects_a_target_that_is_not_in_the_item():
 def test_answer_profile_on_a_model_that_knows_only_the_item():
     """A stand-in model that spreads its logits evenly over the item's values (copy)
     answers with another value of the item 3 times in 4 and puts a quarter on each."""
-    from llamanat_core.probes.alphabet import answer_profile
-    from llamanat_core.tasks import VALUE0, VOCAB_SIZE
+    from llamanat_core.book.helpers.alphabet import answer_profile
+    from llamanat_core.data.tasks import VALUE0, VOCAB_SIZE
 
     class Uniform(torch.nn.Module):
         def forward(self, ids):
@@ -111,8 +111,8 @@ def test_checkpoints_round_trip_and_a_changed_replay_is_caught(tmp_path, monkeyp
 
     import pytest
 
-    from llamanat_core.model import TinyLlama
-    from llamanat_core.probes import alphabet
+    from llamanat_core.book.helpers import alphabet
+    from llamanat_core.model.model import TinyLlama
     from llamanat_core.study import checkpoints
 
     run = alphabet.checkpoint_run("llama", "copy", 0)
@@ -144,7 +144,7 @@ def test_every_committed_checkpoint_is_its_runs_at_1200_steps():
 
     from safetensors import safe_open
 
-    from llamanat_core.probes import alphabet
+    from llamanat_core.book.helpers import alphabet
     from llamanat_core.study import SEEDS
 
     want = {alphabet.checkpoint_path(v, a, s).name: alphabet.checkpoint_run(v, a, s)
@@ -160,10 +160,10 @@ def test_every_committed_checkpoint_is_its_runs_at_1200_steps():
 def test_every_committed_checkpoint_scores_its_runs_recorded_accuracy():
     """The replayed weights are the study's models, not merely files that name them: each
     scores exactly the test accuracy its committed run recorded at the checkpoint."""
-    from llamanat_core.probes import alphabet
+    from llamanat_core.book.helpers import alphabet
+    from llamanat_core.data.tasks import Recall
     from llamanat_core.study import SEEDS, load_results
-    from llamanat_core.tasks import Recall
-    from llamanat_core.train import score
+    from llamanat_core.train.loop import score
 
     res = load_results()
     at = res[(res.measurement == "alphabet") & (res.step == alphabet.CHECKPOINT)].drop_duplicates("run")
@@ -181,8 +181,8 @@ def test_every_committed_checkpoint_scores_its_runs_recorded_accuracy():
 
 def test_queried_mass_is_the_best_heads_share_of_the_queried_value():
     from llamanat_core import TinyLlama, variant_config
-    from llamanat_core.mechanism import recall_attention
-    from llamanat_core.probes.alphabet import queried_mass
+    from llamanat_core.book.helpers.alphabet import queried_mass
+    from llamanat_core.book.mechanism import recall_attention
 
     model = TinyLlama(variant_config("llama"), seed=0).eval()
     a = recall_attention(model, 0)

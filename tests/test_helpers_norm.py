@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from llamanat_core import Config, TinyLlama, report, variant_config
-from llamanat_core.blocks import RMSNorm
-from llamanat_core.probes import norm as probe
-from llamanat_core.tasks import VOCAB_SIZE
+from llamanat_core import Config, TinyLlama, variant_config
+from llamanat_core.analysis import report
+from llamanat_core.book.helpers import norm as probe
+from llamanat_core.data.tasks import VOCAB_SIZE
+from llamanat_core.model.blocks import RMSNorm
 
 
 def test_rms_and_layer_norm_agree_only_on_centred_vectors():

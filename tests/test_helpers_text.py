@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 import torch
 
-from llamanat_core.corpus import check_corpus
-from llamanat_core.probes.text_chapter import corpus_table, held_out_above_from, uniform_loss, unigram_loss
-from llamanat_core.text import Corpus
+from llamanat_core.book.helpers.text import corpus_table, held_out_above_from, uniform_loss, unigram_loss
+from llamanat_core.data.corpus import check_corpus
+from llamanat_core.data.text import Corpus
 
 
 def test_the_unigram_baseline_is_the_cross_entropy_of_character_counts():
@@ -43,7 +43,7 @@ def test_validation_above_training_from_the_first_step_it_stays_so():
 
 
 def test_the_ngram_table_reads_bits_on_the_half_asked_for():
-    from llamanat_core.probes.text_chapter import ngram_table
+    from llamanat_core.book.helpers.text import ngram_table
 
     def entry(n, smooth):  # nats: lower with each order, Kneser-Ney a little lower; test 0.1 above val
         return {h: {"nats": 3.0 - n / 4 - smooth + d, "bits": (3.0 - n / 4 - smooth + d) / math.log(2)}

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from llamanat_core.probes.sweep import base_label, pair_angles, parameters_per_base, period_table
+from llamanat_core.book.helpers.sweep import base_label, pair_angles, parameters_per_base, period_table
 from llamanat_core.study import THETAS
 
 
@@ -43,7 +43,7 @@ def test_base_label():
 
 
 def test_value_offsets_follow_the_item_layout():
-    from llamanat_core.probes.sweep import value_offsets
+    from llamanat_core.book.helpers.sweep import value_offsets
 
     # k v | k v | ... = q: values at 1, 4, 7, ...; the probe key (the reader) at 3n
     assert value_offsets(4) == [2, 5, 8, 11]
@@ -53,7 +53,7 @@ def test_value_offsets_follow_the_item_layout():
 def test_steady_pairs_by_hand():
     """A pair is steady when it turns less than a quarter turn across the item's values:
     speed * (farthest - nearest offset) < pi/2."""
-    from llamanat_core.probes.sweep import steady_pairs, steady_table
+    from llamanat_core.book.helpers.sweep import steady_pairs, steady_table
 
     # head_dim 2: pair 0 alone, one radian per position; 9 positions between the values
     assert steady_pairs(10_000.0, 4, head_dim=2) == 0

@@ -1,7 +1,7 @@
 """The GQA chapter's probes (repeat_kv read and checked) and the cross-task ordering sentence."""
 import pytest
 
-from llamanat_core.probes import gqa
+from llamanat_core.book.helpers import gqa
 
 
 def interleaved_repeat(x, n_rep):
@@ -43,7 +43,7 @@ def test_projection_table_counts():
 def test_head_map_figure_draws_one_line_per_read_from_each_query_head_to_its_kv_head():
     import matplotlib.pyplot as plt
 
-    from llamanat_core.plotting import head_map_figure, variant_color
+    from llamanat_core.book.plotting import head_map_figure, variant_color
 
     maps = gqa.head_maps()
     assert maps == {"mha": ("MHA", [0, 1, 2, 3]), "llama": ("GQA", [0, 0, 1, 1]),

@@ -4,9 +4,10 @@ import math
 import pytest
 import torch
 
-from llamanat_core import REFERENCE, TinyLlama, mechanism, variant_config
-from llamanat_core.probes import swiglu
-from llamanat_core.published import PUBLISHED, PublishedModel
+from llamanat_core import REFERENCE, TinyLlama, variant_config
+from llamanat_core.book import mechanism
+from llamanat_core.book.helpers import swiglu
+from llamanat_core.model.published import PUBLISHED, PublishedModel
 from llamanat_core.study import Run, load_weights, weights_path
 
 
@@ -131,7 +132,7 @@ def test_gate_bins_and_kill_summary_on_hand_values():
 
 
 def test_the_gate_figure_draws_what_the_bins_hold():
-    from llamanat_core.plotting import gate_figure, png_bytes
+    from llamanat_core.book.plotting import gate_figure, png_bytes
 
     gate = torch.tensor([-9.0, -7.0, -1.0, 0.5, 2.0])
     up = torch.tensor([10.0, -6.0, 1.0, 1.0, 2.0])
@@ -149,7 +150,7 @@ def test_the_gate_figure_draws_what_the_bins_hold():
 
 
 def test_the_activation_figure_shows_relu_as_the_only_switch():
-    from llamanat_core.plotting import activation_figure
+    from llamanat_core.book.plotting import activation_figure
 
     fig = activation_figure()
     for bottom in fig.axes[2:]:  # the factors: ReLU's a step of 0 and 1, the other smooth
