@@ -289,7 +289,7 @@ COMMITTED = [p for p in SOURCES if (ARTIFACTS_DIR / f"{p.stem}.ipynb").exists()]
 # committed notebook and compares every output, figures byte for byte (nbval_figures.py);
 # test_committed_artifact_has_the_source_cells says the notebook's code is the source's;
 # test_committed_outputs_need_no_sanitizing says nbval's sanitizing patterns changed
-# nothing it compared. What is left is the pipeline (papermill, then `chapters.sanitize`
+# nothing it compared. What is left is the pipeline (papermill, then `execute.sanitize`
 # of the metadata), the same for every chapter: the full round trip runs on one, the
 # cheapest.
 ROUND_TRIP = [p for p in COMMITTED if p.stem == "sweep"]

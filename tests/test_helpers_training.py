@@ -1,5 +1,5 @@
 """The training chapter's probes: LLaMA-1's schedule through the package's one schedule
-and `train.PlainStep`, and the toy run's record."""
+and `loop.PlainStep`, and the toy run's record."""
 import math
 
 import pytest
