@@ -29,7 +29,7 @@ venv: $(STAMP)
 
 # The text task's corpus: Jane Austen's six novels from Debian's r-cran-janeaustenr,
 # unpacked into .corpus/ (never committed; the package is kept beside the novels, for the
-# test that reads its R database) and checked against the hashes in llamanat_core/corpus.py. Not root and apt cannot fetch: it stops with the command to run.
+# test that reads its R database) and checked against the hashes in llamanat_core/data/corpus.py. Not root and apt cannot fetch: it stops with the command to run.
 corpus: venv
 	@tools/ensure_corpus.sh $(BIN)/python
 
@@ -44,7 +44,7 @@ chapters: venv corpus
 # The picture README.md shows: the reference decoder as `diagram.block_diagram` draws it
 # (the same bytes every time; a test compares the committed file with the code).
 figures: venv
-	$(BIN)/python -m llamanat_core.diagram artifacts/figures/decoder.png
+	$(BIN)/python -m llamanat_core.book.diagram artifacts/figures/decoder.png
 
 # The HTML book from the executed chapters. --all: a full rebuild, so warnings from
 # unchanged pages are reported again and -W judges the whole book.

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from llamanat_core.study import STUDY_DIR, committed_entries, plan, run_study, unique_runs
-from llamanat_core.train import Budget
+from llamanat_core.train.loop import Budget
 
 CONFIGS = (("local", 1), ("local", 2), ("ray", 2))
 

@@ -18,7 +18,7 @@ import statistics
 from collections import Counter
 from pathlib import Path
 
-from llamanat_core import comparisons
+from llamanat_core.analysis import comparisons
 from llamanat_core.study import STUDY_DIR, committed_entries, plan, unique_runs
 from llamanat_core.study.results import frame
 

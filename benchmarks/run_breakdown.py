@@ -5,7 +5,7 @@
 
 `study_plan.py --bound` prices the plan's training steps alone; a run's recorded seconds
 (what the plan's wall time adds up) hold more. This trains one run of the plan exactly as
-`llamanat study` does (`train.fit`, compiled unless LLAMANAT_COMPILE=0, one thread) and
+`llamanat study` does (`loop.fit`, compiled unless LLAMANAT_COMPILE=0, one thread) and
 times its parts from outside, by wrapping the functions `fit` calls:
 
 - first step:   the first call of the training step: compiling its graph (on a cold
@@ -27,8 +27,8 @@ import argparse
 import time
 from contextlib import contextmanager
 
-from llamanat_core import fast, train
 from llamanat_core.study import plan, unique_runs
+from llamanat_core.train import compiled, loop
 from llamanat_core.util import torch_threads
 
 PARTS = ("first step", "steps", "validation", "scoring", "rest")
@@ -36,10 +36,10 @@ PARTS = ("first step", "steps", "validation", "scoring", "rest")
 
 @contextmanager
 def timed_parts():
-    """Wrap what `train.fit` calls; yield a dict that fills with seconds and call counts."""
+    """Wrap what `loop.fit` calls; yield a dict that fills with seconds and call counts."""
     t = {p: 0.0 for p in PARTS} | {"n_steps": 0, "n_validation": 0, "n_scoring": 0}
-    saved = {name: getattr(train, name) for name in ("loss_and_score", "score", "eval_loss")}
-    step_call = fast.FastStep.__call__
+    saved = {name: getattr(loop, name) for name in ("loss_and_score", "score", "eval_loss")}
+    step_call = compiled.FastStep.__call__
     inside = []  # the part being timed: a call made from inside it is that part's own
 
     def wrap(f, part):
@@ -65,16 +65,16 @@ def timed_parts():
         t["n_steps"] += part == "steps"
         return loss
 
-    train.loss_and_score = wrap(saved["loss_and_score"], "validation")
-    train.score = wrap(saved["score"], "scoring")
-    train.eval_loss = wrap(saved["eval_loss"], "scoring")
-    fast.FastStep.__call__ = step
+    loop.loss_and_score = wrap(saved["loss_and_score"], "validation")
+    loop.score = wrap(saved["score"], "scoring")
+    loop.eval_loss = wrap(saved["eval_loss"], "scoring")
+    compiled.FastStep.__call__ = step
     try:
         yield t
     finally:
         for name, f in saved.items():
-            setattr(train, name, f)
-        fast.FastStep.__call__ = step_call
+            setattr(loop, name, f)
+        compiled.FastStep.__call__ = step_call
 
 
 def find_run(task: str, variant: str, regime: str, seed: int):
@@ -91,7 +91,7 @@ def breakdown(run, budget=None, compile: bool | None = None) -> dict:
     seconds of each part, the run's recorded seconds and its stop step."""
     compile = run.compile if compile is None else compile
     with torch_threads(1), timed_parts() as t:
-        res = train.fit(run.config, run.spec, run.seed, budget or run.budget, compile=compile)
+        res = loop.fit(run.config, run.spec, run.seed, budget or run.budget, compile=compile)
     t["rest"] = res.seconds - sum(t[p] for p in PARTS if p != "rest")
     t["seconds"], t["stop_step"] = res.seconds, res.stop_step
     return t
@@ -101,7 +101,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("task", nargs="?", default="recall", choices=("addition", "recall"))
     ap.add_argument("variant", nargs="?", default="llama")
-    ap.add_argument("regime", nargs="?", default="fresh", choices=train.REGIMES)
+    ap.add_argument("regime", nargs="?", default="fresh", choices=loop.REGIMES)
     ap.add_argument("seed", nargs="?", type=int, default=0)
     ap.add_argument("--repeat", type=int, default=2, help="train it this many times in this process")
     args = ap.parse_args()

@@ -41,9 +41,9 @@ from pathlib import Path
 import numpy as np
 import scipy.stats
 
-from llamanat_core import paired, sequential, stats
+from llamanat_core.analysis import paired, sequential, stats
 from llamanat_core.study import STUDY_DIR
-from llamanat_core.train import Budget
+from llamanat_core.train.loop import Budget
 from llamanat_core.util import atomic_write_text
 
 OUT = STUDY_DIR / "design_simulation.json"
@@ -332,8 +332,8 @@ def text_rows() -> list[dict]:
     """The text study's primary rows in the form `comparisons.row_differences` gives the
     puzzles': each comparison's differences (every seed both arms have) in whole
     `TEXT_UNIT`s, and its margin in the same units."""
+    from llamanat_core.analysis.text_comparisons import TEXT_MARGIN, TEXT_UNIT, text_differences
     from llamanat_core.study import load_text_results
-    from llamanat_core.text_comparisons import TEXT_MARGIN, TEXT_UNIT, text_differences
 
     d = text_differences(load_text_results())
     return [{"comparison": c, "differences": np.round(g.difference.to_numpy() / TEXT_UNIT).astype(np.int64),
@@ -345,7 +345,7 @@ def resampling(seed: int, draws: int, text: bool = False) -> dict:
     construction and branch, how many resamples took the branch, the share whose interval
     covers the truth (of those), and the false decisions it made as a share of every
     resample (so the branches add up to the construction's whole false-decision rate)."""
-    from llamanat_core.comparisons import row_differences
+    from llamanat_core.analysis.comparisons import row_differences
     from llamanat_core.study import load_results
 
     rows = text_rows() if text else row_differences(load_results())
@@ -449,7 +449,7 @@ SURVIVAL_PERMUTATIONS = 1000
 def survival_rows() -> list[dict]:
     """Each primary speed row's seed pairs (every seed both arms have): time to solve or the
     cap, and whether it solved, control and reference; rows at chance are left out."""
-    from llamanat_core import comparisons
+    from llamanat_core.analysis import comparisons
     from llamanat_core.study import load_results
 
     results = load_results()
@@ -496,7 +496,7 @@ SPEED_MARGIN = math.log(1.25)
 def survival_look(t_c, e_c, t_r, e_r, branch: str, cap: float) -> dict:
     """The censored-time reading of one resampled row, on the branch stage one took: the
     restricted-mean ratio's interval and verdict, and the log-rank's and McNemar's rejections."""
-    from llamanat_core import solve_times
+    from llamanat_core.analysis import solve_times
 
     n1 = len(sequential.FIRST_SEEDS)
     continued = branch == BRANCHES[2]
@@ -544,7 +544,7 @@ def survival_resampling(seed: int, draws: int) -> dict:
     coverage, and false decisions (a decision of the wrong sign, any decision when there is
     no difference, equivalence at the margin) as a share of all resamples and of the branch's
     own; the log-rank's and McNemar's rejections under no difference likewise."""
-    from llamanat_core import comparisons
+    from llamanat_core.analysis import comparisons
 
     rng = np.random.default_rng(seed)
     rows = survival_rows()

@@ -80,9 +80,9 @@ def step_costs(task: str) -> tuple[float, float]:
     import torch
     from train_step import gemm_profile, profiled_graph, side_by_side, task_batches
 
-    from llamanat_core.config import variant_config
-    from llamanat_core.fast import FastStep
-    from llamanat_core.model import TinyLlama
+    from llamanat_core.model.config import variant_config
+    from llamanat_core.model.model import TinyLlama
+    from llamanat_core.train.compiled import FastStep
     from llamanat_core.util import torch_threads
 
     with torch_threads(1):
@@ -115,7 +115,7 @@ def bound(entries, workers: int) -> None:
 def text_report(workers: int) -> None:
     """The text study's recorded seconds, part by part: one run's time (the goal: at most
     90 s), and each part's wall time at `workers` (the first ten seeds: at most 90 min)."""
-    from llamanat_core.two_stage import text_study_plan
+    from llamanat_core.analysis.two_stage import text_study_plan
 
     p = text_study_plan()
     first = {r.key for r in text_first_seeds()}
@@ -134,7 +134,7 @@ def text_report(workers: int) -> None:
 
 def text_first_seeds() -> list:
     """The text study's seeds 0-9, every arm: the part whose wall time has a goal."""
-    from llamanat_core.two_stage import text_study_plan
+    from llamanat_core.analysis.two_stage import text_study_plan
 
     return unique_runs({"text": [r for r in text_study_plan()["text"] if r.seed in TEXT_SEEDS]})
 

@@ -21,11 +21,11 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 
-from llamanat_core.config import variant_config
-from llamanat_core.ngram import load_ngram_baselines
+from llamanat_core.data.ngram import load_ngram_baselines
+from llamanat_core.data.text import VOCAB_SIZE, load_corpus
+from llamanat_core.model.config import variant_config
 from llamanat_core.paths import STUDY_DIR
-from llamanat_core.text import VOCAB_SIZE, load_corpus
-from llamanat_core.text_train import TextBudget, fit_text, held_out_loss
+from llamanat_core.train.text import TextBudget, fit_text, held_out_loss
 from llamanat_core.util import atomic_write_text, torch_threads
 
 OUT = STUDY_DIR / "text_recipe_pilot.json"

@@ -10,14 +10,14 @@ load from other processes hits all of them alike. Times are the thread's CPU tim
 time slices taken by other processes do not inflate (a shared cache or memory bus still
 does); the ratios to the floor are the numbers to compare across machines.
 
-- ours:         the step exactly as `train.fit` runs it (`fast.FastStep`: flat
+- ours:         the step exactly as `loop.fit` runs it (`compiled.FastStep`: flat
                 parameters; forward, backward, clip and AdamW in one compiled graph unless
                 LLAMANAT_COMPILE=0)
 - ours, eager:  the same step with compilation off
 - full guards:  what our compiled step would cost more under dynamo's default guards
                 (~700 checks of the template, the parameter names, lr and clip before
                 every call) than under those on its tensors and the process's state
-                (`fast.tensor_and_state_guards`): the same graph and numbers, timed against
+                (`compiled.tensor_and_state_guards`): the same graph and numbers, timed against
                 ours in paired repeats
 - transformers: `LlamaForCausalLM` on the same config and weights (eager attention),
                 loss on the same positions, clip_grad_norm_ + AdamW(foreach)
@@ -33,7 +33,7 @@ model sizes (S, the reference; M, twice its width): ours compiled (what every ru
 tuned text study takes), ours eager (the plain loop, the reference), transformers on the
 same weights and windows, and the FLOP floor (the head now at every position); then the
 tuned text study's plan priced from those step times.
-Then scoring 200 addition items: batched generation with a KV cache (`train.score`)
+Then scoring 200 addition items: batched generation with a KV cache (`loop.score`)
 against one-at-a-time generation recomputing the whole prefix each token.
 """
 from __future__ import annotations
@@ -47,14 +47,14 @@ from contextlib import contextmanager
 import torch
 import torch.nn.functional as F
 
-from llamanat_core.config import SIZES, variant_config
-from llamanat_core.fast import FastStep, compile_default, train_step, train_step_copy
-from llamanat_core.hf import to_transformers
-from llamanat_core.model import TinyLlama
+from llamanat_core.data.text import VOCAB_SIZE, gather, load_corpus, training_windows
+from llamanat_core.model.config import SIZES, variant_config
+from llamanat_core.model.hf import to_transformers
+from llamanat_core.model.model import TinyLlama
 from llamanat_core.study.text_recipe import plan_estimate, recipe_budget
-from llamanat_core.text import VOCAB_SIZE, gather, load_corpus, training_windows
-from llamanat_core.text_train import TextBudget, held_out_loss, text_step
-from llamanat_core.train import TaskSpec, batch_order, score
+from llamanat_core.train.compiled import FastStep, compile_default, train_step, train_step_copy
+from llamanat_core.train.loop import TaskSpec, batch_order, score
+from llamanat_core.train.text import TextBudget, held_out_loss, text_step
 from llamanat_core.util import torch_threads
 
 BATCH, REPEATS, STEPS_PER_REPEAT, WARMUP = 64, 7, 20, 10

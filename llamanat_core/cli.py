@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .config import REGIMES, VARIANTS
+from .model.config import REGIMES, VARIANTS
 
 
 def _seeds(text: str) -> tuple[int, ...]:

@@ -9,12 +9,14 @@ from pathlib import Path
 
 import torch
 
-from .chapters import ChapterError, run_chapters
-from .config import EXPECTED_PARAMETERS, VARIANTS, size_config, variant_changes, variant_config
-from .fast import compile_default
-from .model import TinyLlama
+from .analysis.two_stage import study_plan, text_study_plan
+from .book.execute import ChapterError, run_chapters
+from .book.helpers.kv_cache import arithmetic_table, human_bytes, measure_text_timing, measure_timing
+from .data.tasks import TRAIN_PAIRS
+from .data.text import VOCAB_SIZE, load_corpus
+from .model.config import EXPECTED_PARAMETERS, VARIANTS, size_config, variant_changes, variant_config
+from .model.model import TinyLlama
 from .paths import ARTIFACTS_DIR, FRESH_CHAPTERS_DIR, KV_TEXT_TIMING_PATH, KV_TIMING_PATH, ROOT
-from .probes.kv_cache_chapter import arithmetic_table, human_bytes, measure_text_timing, measure_timing
 from .study import (
     EXTRAPOLATE,
     MEASUREMENTS,
@@ -32,11 +34,9 @@ from .study.kv_timing import TEXT_TIMING_FIELDS, ensure_timing
 from .study.text_plan import LR_SEEDS, TEXT_MEASUREMENTS
 from .study.text_recipe import recipe_budget, run_tuned, stored_in, tuned_plan
 from .study.verify import TOLERANCE, VERIFY_STEPS, describe, verify
-from .tasks import TRAIN_PAIRS
-from .text import VOCAB_SIZE, load_corpus
-from .text_train import SELECTION, TEXT_ENDPOINTS, TextBudget, fit_text
-from .train import Budget, TaskSpec, fit
-from .two_stage import study_plan, text_study_plan
+from .train.compiled import compile_default
+from .train.loop import Budget, TaskSpec, fit
+from .train.text import SELECTION, TEXT_ENDPOINTS, TextBudget, fit_text
 from .util import WriteError
 
 

@@ -180,7 +180,7 @@ def first_ten_results(committed_results):
 @pytest.fixture(scope="session")
 def committed_decisions(committed_results):
     """`comparisons.decide` of the committed study (every seed it holds), computed once."""
-    from llamanat_core import comparisons
+    from llamanat_core.analysis import comparisons
 
     return comparisons.decide(committed_results)
 
@@ -189,7 +189,7 @@ def committed_decisions(committed_results):
 def _claims_fail_by_default():
     """A chapter's parameter check marks the process as a reader's run (its claims warn);
     in the test process that mark must not leak from one test into the next."""
-    from llamanat_core import claims
+    from llamanat_core.book import claims
 
     claims.set_committed_run(True)
     yield

@@ -4,9 +4,9 @@ import pytest
 import torch
 
 from llamanat_core import TinyLlama, variant_config
-from llamanat_core.blocks import causal_mask, repeat_kv
-from llamanat_core.kv import KVCache
-from llamanat_core.positional import apply_rotary, inverse_frequencies
+from llamanat_core.model.blocks import causal_mask, repeat_kv
+from llamanat_core.model.kv import KVCache
+from llamanat_core.model.positional import apply_rotary, inverse_frequencies
 
 KINDS = {"mha": 4, "llama": 2, "mqa": 1}  # variant -> KV heads (MHA, GQA, MQA)
 

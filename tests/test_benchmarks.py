@@ -15,9 +15,9 @@ import pytest
 import torch
 from conftest import ROOT
 
-from llamanat_core.config import variant_config
-from llamanat_core.fast import FastStep
-from llamanat_core.model import TinyLlama
+from llamanat_core.model.config import variant_config
+from llamanat_core.model.model import TinyLlama
+from llamanat_core.train.compiled import FastStep
 
 
 def load_benchmark(name: str):
@@ -84,18 +84,18 @@ def test_paired_difference_pairs_each_repeat_in_alternating_order(monkeypatch):
 
 
 def test_the_fully_guarded_step_is_our_graph(monkeypatch):
-    """The benchmark's full-guards step hands the backend the same graph as fast's step
+    """The benchmark's full-guards step hands the backend the same graph as the compiled step
     (so inductor builds the same kernels, and the time between them is the guards'), and
     trains to the same losses and weights bit for bit. Both are traced by dynamo with a
     recording backend that runs the graph eagerly: the check is the graph, not inductor's
     30 s compile of it (the compiled step itself is checked in test_train)."""
-    from llamanat_core import fast
+    from llamanat_core.train import compiled
 
     graphs: dict[str, list[str]] = {"ours": [], "guarded": []}
     real_compile = torch.compile
 
     def recording_compile(fn, dynamic, options):
-        ours = "guard_filter_fn" in options  # only fast's compile filters the guards
+        ours = "guard_filter_fn" in options  # only the compiled step's compile filters the guards
 
         def backend(gm, example_inputs):
             graphs["ours" if ours else "guarded"].append(gm.code)
@@ -105,7 +105,7 @@ def test_the_fully_guarded_step_is_our_graph(monkeypatch):
         return real_compile(fn, backend=backend, dynamic=dynamic, options=kept)
 
     monkeypatch.setattr(torch, "compile", recording_compile)
-    monkeypatch.setattr(fast, "_GRAPHS", {})
+    monkeypatch.setattr(compiled, "_GRAPHS", {})
     cfg = variant_config("llama")
     data, batches = bench.task_batches("recall", steps=5)
     with bench.torch_threads(1):
@@ -147,11 +147,11 @@ def test_run_breakdown_counts_every_call_fit_makes_once_and_restores_them(task):
     validation per evaluation (addition's, a multi-token answer, calls eval_loss and score
     inside it: counted once, as validation), scoring for recall's longer lengths at every
     evaluation plus the test rows at the checkpoints; its parts add up to the run's
-    seconds; afterwards `train` and `fast` are as they were."""
-    from llamanat_core import fast, train
-    from llamanat_core.train import Budget
+    seconds; afterwards `loop` and `compiled` are as they were."""
+    from llamanat_core.train import compiled, loop
+    from llamanat_core.train.loop import Budget
 
-    before = (train.loss_and_score, train.score, train.eval_loss, fast.FastStep.__call__)
+    before = (loop.loss_and_score, loop.score, loop.eval_loss, compiled.FastStep.__call__)
     run = breakdown_bench.find_run(task, "llama", "finite", 0)
     budget = Budget(steps=20, min_steps=20, eval_every=5, n_train=256, n_val=32, n_test=32,
                     checkpoints=(10, 20))
@@ -164,7 +164,7 @@ def test_run_breakdown_counts_every_call_fit_makes_once_and_restores_them(task):
     assert t["n_scoring"] == 4 * lengths + 2 * (2 + lengths)
     assert all(t[p] >= 0 for p in breakdown_bench.PARTS)
     assert sum(t[p] for p in breakdown_bench.PARTS) == pytest.approx(t["seconds"])
-    assert (train.loss_and_score, train.score, train.eval_loss, fast.FastStep.__call__) == before
+    assert (loop.loss_and_score, loop.score, loop.eval_loss, compiled.FastStep.__call__) == before
     with pytest.raises(SystemExit, match="no run"):
         breakdown_bench.find_run(task, "llama", "finite", 99)
 
@@ -249,7 +249,7 @@ def test_each_construction_is_resampled_through_its_own_stage_one_rule(monkeypat
     monkeypatch.setitem(design.STAGE_ONE_RULES, False, {
         name: (lambda f, m, name=name: seen[name].append(len(f)) or took[name]) for name in seen})
     monkeypatch.setattr(design, "text_rows", lambda: [row])
-    monkeypatch.setattr("llamanat_core.comparisons.row_differences", lambda results: [row])
+    monkeypatch.setattr("llamanat_core.analysis.comparisons.row_differences", lambda results: [row])
     monkeypatch.setattr("llamanat_core.study.load_results", lambda: None)
     rec = design.resampling(0, 2)
     for name, branch in took.items():
@@ -262,8 +262,8 @@ def test_each_construction_is_resampled_through_its_own_stage_one_rule(monkeypat
 def test_the_text_resampling_reads_the_text_rows_and_writes_its_own_file(tmp_path, monkeypatch):
     """`--resample --text` draws from the text study's own differences, in whole units of
     its endpoint, and writes beside (not over) the puzzles' validation."""
+    from llamanat_core.analysis.text_comparisons import TEXT_UNIT, text_differences
     from llamanat_core.study import load_text_results
-    from llamanat_core.text_comparisons import TEXT_UNIT, text_differences
 
     design = load_benchmark("sequential_design")
     rows = design.text_rows()

@@ -312,7 +312,7 @@ def test_chapter_pages_have_figures():
     """Each chapter page shows at least one figure (every chapter measures, with plots)."""
     if not PAGES:
         _missing(f"no built book at {BUILD}")
-    from llamanat_core.chapters import CHAPTERS
+    from llamanat_core.book.execute import CHAPTERS
 
     for name in CHAPTERS:
         page = BUILD / "artifacts" / f"{name}.html"
@@ -372,7 +372,7 @@ PLUMBING = re.compile(r"\bglue(_all)?\(|check_chapter_parameters|papermill repla
 def test_no_plumbing_code_is_visible(server, browser):
     """Glue calls, the parameters cell and its check are removed or collapsed in every
     chapter page; the page still shows code that teaches (at least one visible cell)."""
-    from llamanat_core.chapters import CHAPTERS
+    from llamanat_core.book.execute import CHAPTERS
 
     shown = {}
     for name in CHAPTERS:

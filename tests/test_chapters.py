@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from llamanat_core.chapters import (
+from llamanat_core.book.execute import (
     CHAPTERS,
     INJECTED_ID,
     ROOT,
@@ -26,7 +26,7 @@ from llamanat_core.chapters import (
     run_chapters,
 )
 from llamanat_core.paths import ARTIFACTS_DIR, CHAPTERS_DIR
-from llamanat_core.train import Budget
+from llamanat_core.train.loop import Budget
 
 BOOK_DIR = ROOT / "book"
 SOURCES = sorted(CHAPTERS_DIR.glob("*.md"))
@@ -137,7 +137,7 @@ def test_no_chapter_source_is_an_ipynb():
 def test_source_is_myst_with_one_parameters_cell_then_the_check(path):
     import jupytext
 
-    from llamanat_core.chapters import declared_parameters
+    from llamanat_core.book.execute import declared_parameters
 
     text = path.read_text()
     meta = jupytext.read(str(path)).metadata["jupytext"]["text_representation"]
@@ -235,7 +235,8 @@ def test_a_string_from_papermills_p_fails_in_the_check_cell_with_the_right_synta
         run_chapters(["sweep"], {"seeds": "[0,1]"}, out_dir=tmp_path, fresh_dir=tmp_path / "fresh")
     msg = str(err.value)
     assert "ChapterParameterError" in msg and "'seeds'" in msg and '-y "seeds: [0, 1]"' in msg, msg
-    assert "check_chapter_parameters" in msg, f"the error did not come from the check cell: {msg}"
+    # the error names its cell by the first line's first 60 characters: the check's import
+    assert "import check_chapter_param" in msg, f"the error did not come from the check cell: {msg}"
 
 
 @pytest.fixture(scope="module")
@@ -289,7 +290,7 @@ COMMITTED = [p for p in SOURCES if (ARTIFACTS_DIR / f"{p.stem}.ipynb").exists()]
 # committed notebook and compares every output, figures byte for byte (nbval_figures.py);
 # test_committed_artifact_has_the_source_cells says the notebook's code is the source's;
 # test_committed_outputs_need_no_sanitizing says nbval's sanitizing patterns changed
-# nothing it compared. What is left is the pipeline (papermill, then `chapters.sanitize`
+# nothing it compared. What is left is the pipeline (papermill, then `execute.sanitize`
 # of the metadata), the same for every chapter: the full round trip runs on one, the
 # cheapest.
 ROUND_TRIP = [p for p in COMMITTED if p.stem == "sweep"]
@@ -546,7 +547,7 @@ def test_method_page_states_the_budget_of_the_code():
     """book/method.md is a Markdown page, not a notebook: the configuration numbers it types
     (the budget, the item lengths) must match the code. Measured values and the seeds of
     the study are glued from the model chapter instead."""
-    from llamanat_core.tasks import Recall
+    from llamanat_core.data.tasks import Recall
 
     text = (BOOK_DIR / "method.md").read_text()
     assert "{glue:text}`../artifacts/model.ipynb::summary_seeds:s`" in text
@@ -559,7 +560,7 @@ def test_method_page_states_the_budget_of_the_code():
         assert value in text, f"book/method.md does not state {value!r} from Budget()"
     import math
 
-    from llamanat_core import comparisons, sequential
+    from llamanat_core.analysis import comparisons, sequential
 
     assert f"at least {b.solve_at:.2f} for three" in text and b.solved_evals == 3
     speed = comparisons.SPEED.margin
@@ -689,7 +690,7 @@ def test_nbval_compares_figures_byte_for_byte(tmp_path):
 def test_sanitizing_joins_prints_the_kernel_split_by_timing():
     import nbformat
 
-    from llamanat_core.chapters import sanitize
+    from llamanat_core.book.execute import sanitize
 
     def printed(*chunks):
         cell = nbformat.v4.new_code_cell("print('a'); print('b')")

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from llamanat_core import claims
-from llamanat_core.chapters import check_chapter_parameters
+from llamanat_core.book import claims
+from llamanat_core.book.execute import check_chapter_parameters
 
 
 @pytest.fixture(autouse=True)

@@ -69,7 +69,7 @@ def branches(source: str) -> int:
 def test_the_attention_the_book_shows_reads_top_to_bottom():
     """The chapters show `Attention.forward` whole: at most two branches (the rotary
     tables and the returned weights); the cache and the three paths live in helpers."""
-    from llamanat_core.blocks import Attention
+    from llamanat_core.model.blocks import Attention
 
     assert branches(inspect.getsource(Attention.forward)) <= 2
     # the check can fail: a forward choosing its path inline, as the layer once did

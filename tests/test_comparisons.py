@@ -4,7 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from llamanat_core import comparisons, plotting, sequential
+from llamanat_core.analysis import comparisons, sequential
+from llamanat_core.book import plotting
 from llamanat_core.study import load_curves
 
 

@@ -5,9 +5,9 @@ import dataclasses
 import pytest
 
 from llamanat_core import EXPECTED_PARAMETERS, REFERENCE, VARIANTS, Config, TinyLlama, variant_config
-from llamanat_core import config as config_module
 from llamanat_core.cli import main
-from llamanat_core.config import SIZES, size_config
+from llamanat_core.model import config as config_module
+from llamanat_core.model.config import SIZES, size_config
 
 # The parameter table the book states, typed here so an edit to EXPECTED_PARAMETERS
 # cannot hide a change to the model.
@@ -131,7 +131,7 @@ def registry():
 def test_a_registered_variant_trains_and_is_listed(registry, capsys):
     """The documented way to add a control: one register_variant call."""
     from llamanat_core.study import Run, plan
-    from llamanat_core.train import Budget, TaskSpec, fit
+    from llamanat_core.train.loop import Budget, TaskSpec, fit
 
     config_module.register_variant("wide_ff", {"d_ff": 256}, parameters=102_528 + 2 * 3 * 64 * 64)
     result = fit(variant_config("wide_ff"), TaskSpec("recall"), 0, Budget.for_steps(8), fast=False)

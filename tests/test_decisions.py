@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from llamanat_core import decision_tables as dtab
-from llamanat_core.plotting import decisions as dfig
+from llamanat_core.analysis import decision_tables as dtab
+from llamanat_core.book.plotting import decisions as dfig
 
 PLAIN = re.compile(r"^\u2212?\d+(\.\d+)?$|^\u2212?\d{1,3}(,\d{3})+$")
 
@@ -93,7 +93,8 @@ def test_decision_table_formats_every_row(decisions):
 def test_no_public_name_has_two_homes():
     """One name, one home: what the two modules export is neither exported by the other
     nor a name in comparisons or the plotting package."""
-    from llamanat_core import comparisons, plotting
+    from llamanat_core.analysis import comparisons
+    from llamanat_core.book import plotting
 
     for module, other in ((dtab, dfig), (dfig, dtab)):
         shared = {n for n in module.__all__
@@ -337,7 +338,7 @@ def test_the_results_figures_tick_labels_never_collide():
     then the next panel's "0") sit close."""
     import matplotlib.pyplot as plt
 
-    from llamanat_core.plotting import colliding_tick_labels, variant_color
+    from llamanat_core.book.plotting import colliding_tick_labels, variant_color
 
     speed = {"ref": [700, 1000, 4800], "ctl": [300, 500, 4000], "ylabel": "steps to solve (capped)",
              "log": True, "cap": 4800}
@@ -359,7 +360,7 @@ def test_the_results_figures_tick_labels_never_collide():
 def test_the_collision_check_sees_labels_that_overlap():
     import matplotlib.pyplot as plt
 
-    from llamanat_core.plotting import colliding_tick_labels
+    from llamanat_core.book.plotting import colliding_tick_labels
 
     fig, ax = plt.subplots(figsize=(2, 2))
     ax.set_xticks([0, 0.02, 1], ["base 10,000", "base 1,000,000", "far"])
@@ -368,7 +369,7 @@ def test_the_collision_check_sees_labels_that_overlap():
 
 
 def test_the_text_table_reads_the_text_decisions():
-    from llamanat_core.text_comparisons import decide_text
+    from llamanat_core.analysis.text_comparisons import decide_text
     from tests.test_text_comparisons import _study
 
     table = dtab.text_decision_table(decide_text(_study()))
@@ -379,8 +380,8 @@ def test_the_text_table_reads_the_text_decisions():
 
 
 def test_the_text_replication_and_rate_tables_read_as_prose():
-    from llamanat_core.replication import text_replication
-    from llamanat_core.text_comparisons import decide_text, learning_rate_table
+    from llamanat_core.analysis.replication import text_replication
+    from llamanat_core.analysis.text_comparisons import decide_text, learning_rate_table
     from tests.test_text_comparisons import _study
 
     study = _study()

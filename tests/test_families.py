@@ -6,9 +6,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from llamanat_core import comparisons, sequential, stats, text_comparisons
-from llamanat_core.families import decide_families, pair_by_seed, second_stage, stage_pairs, with_holm
-from llamanat_core.paired import read_interval
+from llamanat_core.analysis import comparisons, sequential, stats, text_comparisons
+from llamanat_core.analysis.families import (
+    decide_families,
+    pair_by_seed,
+    second_stage,
+    stage_pairs,
+    with_holm,
+)
+from llamanat_core.analysis.paired import read_interval
 from llamanat_core.study import load_results
 
 

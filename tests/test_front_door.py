@@ -18,7 +18,8 @@ import pytest
 import yaml
 from debian import machine
 
-from llamanat_core import diagram, paths
+from llamanat_core import paths
+from llamanat_core.book import diagram
 from llamanat_core.paths import ROOT
 
 PICTURE = paths.DIAGRAM_PATH
@@ -57,21 +58,21 @@ def _modules() -> list[str]:
 
 
 def _mapped(module: str, text: str) -> bool:
-    """`x.py` is mapped as `x.py` or, once it has become a package, `x/`; `pkg/x.py` as
-    `pkg/` with `x.py` named."""
+    """`x.py` is mapped as `x.py` or, once it has become a package, `x/`; `pkg/x.py` (and
+    `layer/pkg/x.py`) as its folder `pkg/` with `x.py` named."""
     *package, name = module.split("/")
     if package:
-        return f"`{package[0]}/`" in text and f"`{name}`" in text
+        return f"`{package[-1]}/`" in text and f"`{name}`" in text
     return f"`{name}`" in text or f"`{name.removesuffix('.py')}/`" in text
 
 
 def test_contributing_maps_every_module():
     text = (ROOT / "CONTRIBUTING.md").read_text()
     modules = _modules()
-    assert "study/plan.py" in modules and "probes/rope.py" in modules  # the scan sees subfolders
+    assert "study/plan.py" in modules and "book/helpers/rope.py" in modules  # the scan sees subfolders
     missing = [m for m in modules if not _mapped(m, text)]
     assert not missing, f"CONTRIBUTING.md does not map {missing}"
-    assert not _mapped("probes/trainer.py", text) and not _mapped("trainer.py", text)
+    assert not _mapped("book/probes/rope.py", text) and not _mapped("trainer.py", text)
 
 
 # ------------------------------------------------------------------ the code walk (book/code.md)
@@ -91,7 +92,7 @@ def _dotted_references(text: str) -> list[str]:
 
 
 def _package_modules() -> set[str]:
-    """Dotted names of the package's modules and subpackages: `blocks`, `study`, `study.run_files`."""
+    """Dotted names of the package's modules and subpackages: `model.blocks`, `study`, `study.run_files`."""
     names = set()
     for path in (ROOT / "llamanat_core").rglob("*.py"):
         parts = path.relative_to(ROOT / "llamanat_core").with_suffix("").parts
@@ -151,11 +152,13 @@ def test_every_dotted_name_on_the_code_page_is_in_the_package():
 def test_the_reference_resolver_can_fail():
     text = "See `blocks.repeat_kv`, `config.py`, `x + y` and\n```{literalinclude} x.py\n`a.b`\n```\n"
     assert _dotted_references(text) == ["blocks.repeat_kv"]
-    for good in ("blocks.RMSNorm.forward", "Config.replace", "Config.attention", "study.run_files.store",
-                 "study.load_results", "llamanat_core.stats.holm", "TinyLlama.generate", "plotting.show"):
+    for good in ("model.blocks.RMSNorm.forward", "Config.replace", "Config.attention",
+                 "study.run_files.store", "study.load_results", "llamanat_core.analysis.stats.holm",
+                 "TinyLlama.generate", "book.plotting.show"):
         assert _resolve(good), good
-    for bad in ("blocks.RMSNorm.backward", "Config.no_such_field", "RMSNorm.forwards", "study.run_files.nope",
-                "nosuchmodule.thing", "torch.compile", "F.scaled_dot_product_attention", "Path.exists"):
+    for bad in ("model.blocks.RMSNorm.backward", "Config.no_such_field", "RMSNorm.forwards",
+                "study.run_files.nope", "blocks.RMSNorm", "nosuchmodule.thing", "torch.compile",
+                "F.scaled_dot_product_attention", "Path.exists"):
         assert not _resolve(bad), bad
 
 

@@ -3,9 +3,9 @@ import pytest
 import torch
 
 from llamanat_core import TinyLlama, variant_config
-from llamanat_core.hf import from_transformers, interleaved_to_half, to_transformers
-from llamanat_core.tasks import Recall
-from llamanat_core.train import Budget, TaskSpec, fit
+from llamanat_core.data.tasks import Recall
+from llamanat_core.model.hf import from_transformers, interleaved_to_half, to_transformers
+from llamanat_core.train.loop import Budget, TaskSpec, fit
 
 PARITY_VARIANTS = ("llama", "mha", "mqa")
 # (name, state): the three attention layouts at init and after 50 training steps on recall,
@@ -121,10 +121,10 @@ def test_a_kept_text_model_writes_the_same_characters_in_transformers():
     The same weights under a wrong rotation base write something else."""
     from transformers import LlamaForCausalLM
 
-    from llamanat_core.hf import llama_config
-    from llamanat_core.probes.text_chapter import reference_text_model
-    from llamanat_core.sampling import sample_text
-    from llamanat_core.text import decode, load_corpus
+    from llamanat_core.book.helpers.text import reference_text_model
+    from llamanat_core.data.text import decode, load_corpus
+    from llamanat_core.model.hf import llama_config
+    from llamanat_core.train.sampling import sample_text
 
     ours = reference_text_model("llama")
     prompt = load_corpus().test[3000:3008]  # (8,)

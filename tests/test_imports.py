@@ -1,4 +1,5 @@
-"""The package imports only downward: model core -> training -> study -> analysis -> book.
+"""The package imports only downward, and its folders are its layers: core (paths, util)
+-> model -> data -> train -> study -> analysis -> book -> the command line (cli, commands).
 The graph is read from the source with `ast`, imports inside functions included, so an
 import moved into a function to dodge a cycle is still an edge (and a cycle through it
 still fails). A function imports packages from outside (heavy or optional ones: Ray,
@@ -16,19 +17,25 @@ import pytest
 
 from llamanat_core.paths import PACKAGE_DIR
 
-# The layers, lowest first (CONTRIBUTING.md draws them). A top-level module or subpackage
-# belongs to one layer; it may import its own layer and the layers below, never above.
+# The layers, lowest first (CONTRIBUTING.md draws them): each is a folder of the package,
+# but the lowest and the highest, whose modules sit at the top level and are listed by name.
+# A module may import its own layer and the layers below, never above. Model and data import
+# nothing of each other (the tasks' tokens are plain integers; `Config`'s vocabulary sizes
+# are numbers), so either order is downward: the model, which every layer above builds on,
+# sits lower.
 LAYERS = {
-    "model core": ("paths", "util", "config", "positional", "blocks", "kv", "published", "model", "hf"),
-    "training": ("tasks", "rdata", "corpus", "text", "ngram", "optim", "schedule", "train", "fast",
-                 "text_train", "sampling"),
+    "core": ("paths", "util"),
+    "model": ("model",),
+    "data": ("data",),
+    "train": ("train",),
     "study": ("study",),
-    "analysis": ("stats", "sequential", "paired", "families", "comparisons", "text_comparisons",
-                 "text_design", "text_design_check", "sensitivity", "solve_times", "study_wide", "two_stage",
-                 "decision_tables", "replication", "report", "claims", "scorecard"),
-    "book": ("plotting", "probes", "mechanism", "inside", "diagram", "chapters", "commands", "cli",
-             "book_ext"),
+    "analysis": ("analysis",),
+    "book": ("book",),
+    "command line": ("cli", "commands"),
 }
+# The package's own __init__ re-exports the model's `Config` (and `TinyLlama`, lazily): it
+# sits with the model layer, so a core module cannot import the package's top level.
+PACKAGE_INIT_LAYER = "model"
 LEVEL = {name: i for i, names in enumerate(LAYERS.values()) for name in names}
 
 
@@ -139,9 +146,10 @@ def cycles(edges: list[Edge]) -> list[list[str]]:
 
 
 def layer(module: str, layers: dict[str, int] = LEVEL) -> int:
-    """A module's layer: the package's own __init__ sits with the model core it re-exports."""
+    """A module's layer: its folder's (a top-level module's own); the package's own
+    __init__ sits with the model layer it re-exports."""
     parts = module.split(".")
-    return 0 if len(parts) == 1 else layers[parts[1]]
+    return layers[PACKAGE_INIT_LAYER] if len(parts) == 1 else layers[parts[1]]
 
 
 def upward(edges: list[Edge], layers: dict[str, int] = LEVEL) -> list[Edge]:
@@ -157,12 +165,38 @@ def test_the_graph_sees_imports_at_module_level_and_inside_functions():
     """A sanity check of the reader on edges known to exist (so an empty graph cannot pass)."""
     seen = {(e.source, e.target) for e in EDGES}
     assert ("llamanat_core.study.results", "llamanat_core.study.run_files") in seen
-    assert ("llamanat_core.two_stage", "llamanat_core.comparisons") in seen
+    assert ("llamanat_core.analysis.two_stage", "llamanat_core.analysis.comparisons") in seen
 
 
-def test_every_module_has_a_layer():
-    top = {p.relative_to(PACKAGE_DIR).parts[0].removesuffix(".py") for p in PACKAGE_DIR.rglob("*.py")}
-    assert not top - {"__init__", "__main__"} - set(LEVEL), "add the module to LAYERS and CONTRIBUTING.md"
+TOP_LEVEL = {"__init__.py", "paths.py", "util.py", "cli.py", "commands.py"}
+FOLDERS = set(LEVEL) - {name.removesuffix(".py") for name in TOP_LEVEL}
+
+
+def strays(package: Path) -> list[str]:
+    """The package's modules outside a layer folder: a top-level module beyond the five
+    (the package's __init__, the core's paths and util, the command line's cli and commands),
+    or a folder that is not a layer."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        top = path.relative_to(package).parts
+        if len(top) == 1 and top[0] not in TOP_LEVEL or len(top) > 1 and top[0] not in FOLDERS:
+            found.append(path.relative_to(package).as_posix())
+    return found
+
+
+def test_every_module_lives_in_a_layer_folder():
+    """A new module goes in its layer's folder; the top level holds only the lowest and the
+    highest layers' five files."""
+    assert not strays(PACKAGE_DIR), "move these into a layer folder (LAYERS, CONTRIBUTING.md)"
+    assert {p.name for p in PACKAGE_DIR.glob("*.py")} == TOP_LEVEL
+    assert {p.name for p in PACKAGE_DIR.iterdir() if (p / "__init__.py").exists()} == FOLDERS
+
+
+def test_a_stray_module_is_caught(tmp_path):
+    package = _fake_package(tmp_path, {"paths.py": "", "model/__init__.py": "", "model/kv.py": "",
+                                       "trainer.py": "", "probes/__init__.py": "", "probes/norm.py": "",
+                                       "cli/__init__.py": ""})
+    assert strays(package) == ["cli/__init__.py", "probes/__init__.py", "probes/norm.py", "trainer.py"]
 
 
 def test_the_package_has_no_import_cycle():
@@ -196,7 +230,7 @@ for argv in (["--help"], ["study", "--help"], ["fit", "--variant", "nope", "--ta
         main(argv)
     except SystemExit:
         pass
-print(sorted(m for m in ("torch", "numpy", "pandas", "llamanat_core.commands", "llamanat_core.config")
+print(sorted(m for m in ("torch", "numpy", "pandas", "llamanat_core.commands", "llamanat_core.model.config")
              if m in sys.modules))
 """
 
@@ -208,7 +242,7 @@ def test_help_and_a_usage_error_load_no_torch():
     out = subprocess.run([sys.executable, "-c", HELP_LOADS], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "usage: llamanat" in out.stdout and "invalid choice: 'nope'" in out.stderr
-    assert out.stdout.splitlines()[-1] == "['llamanat_core.config']"
+    assert out.stdout.splitlines()[-1] == "['llamanat_core.model.config']"
 
 
 # ---------------------------------------------------------------- the checks can fail
@@ -248,13 +282,30 @@ def test_a_function_import_without_its_reason_is_caught(tmp_path):
 
 
 def test_an_upward_import_is_caught(tmp_path):
+    """Planted in a copy of the package's own layout: the study importing a chapter helper
+    of the book, beside a downward import of the model that must pass."""
     package = _fake_package(tmp_path, {
-        "kv.py": "", "study/__init__.py": "", "probes/__init__.py": "", "probes/alphabet.py": "",
-        "study/checkpoints.py": "from ..kv import x\nfrom ..probes.alphabet import CHECKPOINT\n",
+        "model/__init__.py": "", "model/kv.py": "", "study/__init__.py": "",
+        "book/__init__.py": "", "book/helpers/__init__.py": "", "book/helpers/alphabet.py": "",
+        "study/checkpoints.py": "from ..model.kv import x\nfrom ..book.helpers.alphabet import CHECKPOINT\n",
     })
-    layers = {"kv": 0, "study": 2, "probes": 4}
-    assert [(e.source, e.target) for e in upward(import_graph(package), layers)] == [
-        ("fake.study.checkpoints", "fake.probes.alphabet")]
+    found = upward(import_graph(package))
+    assert [(e.source, e.target) for e in found] == [("fake.study.checkpoints", "fake.book.helpers.alphabet")]
+    assert "fake.study.checkpoints -> fake.book.helpers.alphabet" in repr(found)
+
+
+def test_an_upward_import_into_the_top_level_is_caught(tmp_path):
+    """A top-level module has its own layer: the core importing the command line, or the
+    package's __init__ (it sits with the model layer), is upward; the command line importing
+    the book is not."""
+    package = _fake_package(tmp_path, {
+        "__init__.py": "from .model.config import Config\n", "model/__init__.py": "", "model/config.py": "",
+        "book/__init__.py": "", "book/execute.py": "",
+        "util.py": "from . import commands\nfrom . import Config\n",
+        "commands.py": "from .book.execute import run_chapters\n",
+    })
+    assert sorted((e.source, e.target) for e in upward(import_graph(package))) == [
+        ("fake.util", "fake"), ("fake.util", "fake.commands")]
 
 
 @pytest.mark.parametrize("statement, target", [

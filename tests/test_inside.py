@@ -8,13 +8,13 @@ import pytest
 import torch
 
 from llamanat_core import TinyLlama, variant_config
-from llamanat_core.inside import arm_samples, loss_by_position, tuned_model
-from llamanat_core.model import answer_loss
-from llamanat_core.plotting import tuned
-from llamanat_core.probes.text_chapter import reference_text_model
+from llamanat_core.book.helpers.text import reference_text_model
+from llamanat_core.book.inside import arm_samples, loss_by_position, tuned_model
+from llamanat_core.book.plotting import tuned
+from llamanat_core.data.text import VOCAB_SIZE, decode, load_corpus, windows
+from llamanat_core.model.model import answer_loss
 from llamanat_core.study.text_recipe import tuned_run
 from llamanat_core.study.weights import weights_bytes, weights_path
-from llamanat_core.text import VOCAB_SIZE, decode, load_corpus, windows
 
 T = 48  # the study's context
 
@@ -105,7 +105,7 @@ def by_hand(model: TinyLlama, prompt_ids: torch.Tensor, n: int) -> str:
 
 
 def test_arm_samples_are_deterministic_and_greedy_is_the_argmax(reference, prompt):
-    from llamanat_core.text import encode
+    from llamanat_core.data.text import encode
 
     other = TinyLlama(variant_config("llama", vocab_size=VOCAB_SIZE), seed=3).eval()
     models = {"reference": reference, "untrained": other}

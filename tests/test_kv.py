@@ -4,10 +4,10 @@ import pytest
 import torch
 
 from llamanat_core import VARIANTS, TinyLlama, variant_config
-from llamanat_core.kv import KVCache, greedy_decode
-from llamanat_core.published import kv_cache_bytes
-from llamanat_core.tasks import Recall
-from llamanat_core.train import Budget, TaskSpec, fit
+from llamanat_core.data.tasks import Recall
+from llamanat_core.model.kv import KVCache, greedy_decode
+from llamanat_core.model.published import kv_cache_bytes
+from llamanat_core.train.loop import Budget, TaskSpec, fit
 
 N_NEW = 11  # 8-pair prompts are 25 tokens: 36 positions, inside the learned table of 48
 

@@ -9,9 +9,10 @@ import pandas as pd
 import pytest
 import torch
 
-from llamanat_core import TinyLlama, diagram, mechanism, plotting, variant_config
-from llamanat_core.comparisons import variant_rows
-from llamanat_core.tasks import EQ, KEY0, SEP, VALUE0
+from llamanat_core import TinyLlama, variant_config
+from llamanat_core.analysis.comparisons import variant_rows
+from llamanat_core.book import diagram, mechanism, plotting
+from llamanat_core.data.tasks import EQ, KEY0, SEP, VALUE0
 
 matplotlib.use("Agg")
 

@@ -10,10 +10,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from llamanat_core import ngram
-from llamanat_core.corpus import check_corpus
-from llamanat_core.plotting import draw_ngram_lines
-from llamanat_core.text import VOCAB_SIZE
+from llamanat_core.book.plotting import draw_ngram_lines
+from llamanat_core.data import ngram
+from llamanat_core.data.corpus import check_corpus
+from llamanat_core.data.text import VOCAB_SIZE
 
 A, B, C = 0, 1, 2  # a three-character vocabulary: "abaab" never shows c
 
@@ -135,13 +135,13 @@ def test_the_file_is_the_same_bytes_and_a_missing_one_says_how_to_make_it(tmp_pa
     ngram.write_ngram_baselines(json.loads(json.dumps(baselines)), b)
     assert a.read_bytes() == b.read_bytes()
     assert ngram.load_ngram_baselines(a)["witten_bell"]["1"]["val"] == {"bits": 0.333333, "nats": 0.693147}
-    with pytest.raises(FileNotFoundError, match="python -m llamanat_core.ngram"):
+    with pytest.raises(FileNotFoundError, match="python -m llamanat_core.data.ngram"):
         ngram.load_ngram_baselines(tmp_path / "none.json")
 
 
 @pytest.mark.skipif(check_corpus() is not None, reason="the corpus is not unpacked (make corpus)")
 def test_the_committed_baselines_are_a_recount_of_the_corpus():
-    from llamanat_core.text import load_corpus
+    from llamanat_core.data.text import load_corpus
 
     committed = ngram.load_ngram_baselines()
     again = ngram.rounded(ngram.ngram_baselines(load_corpus(), orders=(1, 2, 3)))  # the cheap orders
@@ -178,7 +178,7 @@ def test_the_text_figures_draw_the_ngram_lines_in_bits_on_their_half():
     half, would sit elsewhere)."""
     import pandas as pd
 
-    from llamanat_core.plotting import text_arms_figure, text_loss_figure, text_windows_figure
+    from llamanat_core.book.plotting import text_arms_figure, text_loss_figure, text_windows_figure
 
     orders = (3, 4, 5)
     baselines = {"witten_bell": {str(n): {h: {"nats": 3.0 - n / 4 + (h == "test") / 10,

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from llamanat_core import paired, sequential
+from llamanat_core.analysis import paired, sequential
 
 
 def brute_sign_tails(d, theta):

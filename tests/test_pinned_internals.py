@@ -1,7 +1,7 @@
 """The private corners of pinned packages that the code leans on, each checked against the
 installed package, so that an upgrade which changes one fails here, by name, before it
 changes a number or a start-up: dynamo's guard entries and its graph cache on code objects
-(`fast.py`'s compiled step; that dynamo keeps graphs per code object is held by
+(`train/compiled.py`'s compiled step; that dynamo keeps graphs per code object is held by
 test_train.py's test of the step's copies), and Ray's node start-up (`study/executors.py`'s local
 instance). Each message names the pinned version and what to re-check."""
 from __future__ import annotations
@@ -11,11 +11,11 @@ import inspect
 import pytest
 import torch
 
-from llamanat_core import fast
-from llamanat_core.config import variant_config
-from llamanat_core.model import TinyLlama
+from llamanat_core.model.config import variant_config
+from llamanat_core.model.model import TinyLlama
 from llamanat_core.paths import ROOT
-from llamanat_core.train import TaskSpec
+from llamanat_core.train import compiled
+from llamanat_core.train.loop import TaskSpec
 from llamanat_core.util import torch_threads
 
 
@@ -26,21 +26,21 @@ def pinned(package: str, installed: str) -> str:
     return f"requirements.txt pins {pin}; installed: {installed}"
 
 
-# ------------------------------------------------------------------ dynamo (fast.py)
+# ------------------------------------------------------------------ dynamo (train/compiled.py)
 
 def _recorded_step(data, variant="llama"):
     """One step of `variant` through a copy of the step compiled with the eager backend
     (dynamo's choice of guards without inductor's compile), with every guard entry dynamo
-    offers `fast.tensor_and_state_guards` recorded beside what it kept."""
+    offers `compiled.tensor_and_state_guards` recorded beside what it kept."""
     seen: list = []
 
     def recording(entries):
-        kept = fast.tensor_and_state_guards(entries)
+        kept = compiled.tensor_and_state_guards(entries)
         seen.extend(zip(entries, kept))
         return kept
 
-    step = fast.FastStep(TinyLlama(variant_config(variant), 0).train(), 1, 1e-3, 1.0, compile=False)
-    step.step_fn = torch.compile(fast.train_step_copy(), backend="eager", dynamic=False,
+    step = compiled.FastStep(TinyLlama(variant_config(variant), 0).train(), 1, 1e-3, 1.0, compile=False)
+    step.step_fn = torch.compile(compiled.train_step_copy(), backend="eager", dynamic=False,
                                  options={"guard_filter_fn": recording})
     with torch_threads(1):
         loss = step(data)
@@ -54,23 +54,23 @@ def step_guards():
 
 
 def test_dynamo_offers_the_guard_types_fast_sorts(step_guards):
-    """Every guard dynamo builds for the step is of a type `fast.py` has sorted: kept (the
+    """Every guard dynamo builds for the step is of a type `train/compiled.py` has sorted: kept (the
     input tensors', the process state's) or dropped as fixed by the graph key. A new type,
     or a state guard renamed, would be dropped without a word and could hand one graph to
     a call it does not fit."""
     from torch._dynamo.guards import GuardBuilder
 
     where = pinned("torch", torch.__version__)
-    renamed = [t for t in (*fast.STATE_GUARDS, "TENSOR_MATCH") if not hasattr(GuardBuilder, t)]
+    renamed = [t for t in (*compiled.STATE_GUARDS, "TENSOR_MATCH") if not hasattr(GuardBuilder, t)]
     assert not renamed, (f"dynamo has no guard type {renamed} any more ({where}): re-sort "
-                         f"fast.STATE_GUARDS and check fast.tensor_and_state_guards")
+                         f"compiled.STATE_GUARDS and check compiled.tensor_and_state_guards")
     _, _, _, seen = step_guards
     assert seen and all(isinstance(e.guard_type, str) for e, _ in seen), where
-    unsorted = sorted({e.guard_type for e, _ in seen} - set(fast.STATE_GUARDS) - {"TENSOR_MATCH"}
-                      - set(fast.KEY_GUARDS))
-    assert not unsorted, (f"dynamo guards the compiled step with types fast.py has not sorted: "
-                          f"{unsorted} ({where}); add each to fast.STATE_GUARDS (kept: the "
-                          f"process's state) or fast.KEY_GUARDS (dropped: fixed by the graph key)")
+    unsorted = sorted({e.guard_type for e, _ in seen} - set(compiled.STATE_GUARDS) - {"TENSOR_MATCH"}
+                      - set(compiled.KEY_GUARDS))
+    assert not unsorted, (f"dynamo guards the compiled step with types train/compiled.py has not sorted: "
+                          f"{unsorted} ({where}); add each to compiled.STATE_GUARDS (kept: the "
+                          f"process's state) or compiled.KEY_GUARDS (dropped: fixed by the graph key)")
 
 
 def test_the_kept_guards_are_the_input_tensors_and_the_state(step_guards):
@@ -81,10 +81,10 @@ def test_the_kept_guards_are_the_input_tensors_and_the_state(step_guards):
     kept_tensors = [e.value for e, k in seen if k and e.guard_type == "TENSOR_MATCH"]
     assert any(v is data for v in kept_tensors) and any(v is step.params.flat for v in kept_tensors), (
         f"the guard on the step's batch or flat parameters no longer reaches the filter with the "
-        f"tensor as its value ({where}): fast.tensor_and_state_guards would drop it")
+        f"tensor as its value ({where}): compiled.tensor_and_state_guards would drop it")
     dropped = [e for e, k in seen if not k and e.guard_type == "TENSOR_MATCH"]
     assert dropped and all(isinstance(e.value, torch.nn.Parameter) for e in dropped), where
-    assert {e.guard_type for e, k in seen if k} & set(fast.STATE_GUARDS), where
+    assert {e.guard_type for e, k in seen if k} & set(compiled.STATE_GUARDS), where
 
 
 # ------------------------------------------------------------------ Ray (study/executors.py)

@@ -1,6 +1,6 @@
 """The published LLaMA configurations and their arithmetic, checked by hand: cache bytes,
 feed-forward widths (the configs', not the rule's) and exact parameter counts."""
-from llamanat_core.published import (
+from llamanat_core.model.published import (
     PUBLISHED,
     PublishedModel,
     kv_cache_bytes,

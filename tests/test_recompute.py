@@ -113,8 +113,8 @@ def test_a_puzzle_speed_row(run_files, committed_decisions):
 
 
 def test_a_text_row(run_files):
+    from llamanat_core.analysis.text_comparisons import decide_text
     from llamanat_core.study import load_text_results
-    from llamanat_core.text_comparisons import decide_text
 
     ref, ctl = text_runs(run_files, "llama"), text_runs(run_files, "layernorm")
     d = np.round(paired(ref, ctl, lambda f: f["endpoints"]["loss_end"]) / 1e-4)  # 1e-4 nats per character

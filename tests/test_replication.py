@@ -5,7 +5,7 @@ import math
 import pandas as pd
 import pytest
 
-from llamanat_core import replication
+from llamanat_core.analysis import replication
 from llamanat_core.paths import ROOT
 
 

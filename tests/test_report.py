@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from llamanat_core import report, stats
+from llamanat_core.analysis import report, stats
 
 
 def frame(values: dict, task: str = "recall", step: int = 1200, column: str = "variant") -> pd.DataFrame:
@@ -129,7 +129,7 @@ def test_glue_is_myst_nbs_without_the_iri_grammars():
     rfc3987_syntax (1.3 s of grammar compiling); nbformat still validates notebooks."""
     code = """
 import sys
-from llamanat_core import report
+from llamanat_core.analysis import report
 glue = report._myst_glue()
 import myst_nb.ext.glue
 assert glue is myst_nb.ext.glue.glue
@@ -225,7 +225,7 @@ def test_machine_text_leaves_out_a_load_not_recorded_and_counts_threads():
         "Some CPU (8 cores, load average 0.3 while measuring), torch 2.5.1, 2 threads")
 
 
-# ------------------------------------------------------------------ figures (llamanat_core.plotting)
+# ------------------------------------------------------------------ figures (llamanat_core.book.plotting)
 
 MIN_COLOUR_DISTANCE = 15  # CIE76 ΔE; about 2 is just noticeable
 
@@ -235,7 +235,7 @@ def colour_clashes(colours: dict[str, str]) -> list[str]:
     normal vision or any simulated deficiency."""
     from itertools import combinations
 
-    from llamanat_core import plotting
+    from llamanat_core.book import plotting
 
     return [f"{a}/{b} {vision}" for (a, ca), (b, cb) in combinations(colours.items(), 2)
             for vision in plotting.VISIONS
@@ -243,7 +243,8 @@ def colour_clashes(colours: dict[str, str]) -> list[str]:
 
 
 def test_every_variant_has_its_own_colour_blind_safe_colour():
-    from llamanat_core import VARIANTS, plotting
+    from llamanat_core import VARIANTS
+    from llamanat_core.book import plotting
 
     assert set(plotting.VARIANT_COLORS) == set(VARIANTS)  # every variant has a colour
     assert colour_clashes(plotting.VARIANT_COLORS) == []
@@ -256,7 +257,7 @@ def test_every_variant_has_its_own_colour_blind_safe_colour():
 
 
 def test_colour_distance_is_cielab_and_simulates_the_deficiencies():
-    from llamanat_core.plotting import colour_distance
+    from llamanat_core.book.plotting import colour_distance
 
     assert colour_distance("#000000", "#FFFFFF") == pytest.approx(100, abs=1e-3)
     assert colour_distance("#0072B2", "#0072B2", "tritanopia") == 0
@@ -270,7 +271,7 @@ def test_colour_distance_is_cielab_and_simulates_the_deficiencies():
 def test_seed_points_draws_chance_and_joins_paired_seeds():
     import matplotlib.pyplot as plt
 
-    from llamanat_core import plotting
+    from llamanat_core.book import plotting
 
     plotting.use_book_style()
     t = report.seed_table(frame({"a": [0.9, 0.3, 0.5], "b": [0.8, 0.25, 0.7]}))
@@ -291,7 +292,7 @@ def test_seed_points_draws_chance_and_joins_paired_seeds():
 def test_seed_curves_put_the_legend_outside_the_axes():
     import matplotlib.pyplot as plt
 
-    from llamanat_core import plotting
+    from llamanat_core.book import plotting
 
     df = pd.concat([frame({"llama": [0.2, 0.3]}, step=300).assign(final=False),
                     frame({"llama": [0.8, 0.9]}, step=600)])
@@ -305,7 +306,7 @@ def test_seed_curves_put_the_legend_outside_the_axes():
 def test_accuracy_grid_is_a_panel_per_task_and_regime_with_its_floor():
     import matplotlib.pyplot as plt
 
-    from llamanat_core import plotting
+    from llamanat_core.book import plotting
 
     plotting.use_book_style()
     tables = {(t, r): report.seed_table(frame({"llama": [0.9, 0.5], "mha": [0.8, 0.4]}, task=t))
@@ -324,7 +325,7 @@ def test_accuracy_grid_is_a_panel_per_task_and_regime_with_its_floor():
 def test_length_panels_draw_each_regime_against_pairs_with_a_falling_floor():
     import matplotlib.pyplot as plt
 
-    from llamanat_core import plotting
+    from llamanat_core.book import plotting
 
     rows = [{"regime": r, "variant": v, "seed": s, "pairs": n, "accuracy": acc}
             for r in ("finite", "fresh") for v in ("llama", "abs_pos") for s in (0, 1)
@@ -351,7 +352,7 @@ PLAIN = re.compile(r"^\u2212?\d{1,3}(,\d{3})*(\.\d+)?$")  # 0.001, 5, 1,000, −
 @pytest.mark.parametrize("x, text", [(0.001, "0.001"), (0.30000000000000004, "0.3"), (5.0, "5"),
                                      (1000.0, "1,000"), (-25.0, "\u221225"), (1e6, "1,000,000")])
 def test_plain_number_writes_a_tick_as_a_reader_would(x, text):
-    from llamanat_core import plotting
+    from llamanat_core.book import plotting
 
     assert plotting.plain_number(x) == text
 
@@ -362,7 +363,7 @@ def test_plain_ticks_leave_no_power_of_ten_on_a_log_axis(lo, hi):
     numbers, at least three of them, and no minor labels."""
     import matplotlib.pyplot as plt
 
-    from llamanat_core import plotting
+    from llamanat_core.book import plotting
 
     plotting.use_book_style()
     fig, ax = plt.subplots()
@@ -383,7 +384,7 @@ def test_png_bytes_of_a_figure_are_the_same_on_every_call():
     figure out once, so a test comparing two renders of one figure compares like with like."""
     import matplotlib.pyplot as plt
 
-    from llamanat_core import plotting
+    from llamanat_core.book import plotting
 
     plotting.use_book_style()
     fig, axes = plt.subplots(2, 2, sharex=True, sharey=True, layout="constrained")
@@ -399,7 +400,7 @@ def test_chance_label_sits_outside_the_axes_beside_its_line():
     """A label inside the axes can land on a point at chance (it did, in the sweep chapter)."""
     import matplotlib.pyplot as plt
 
-    from llamanat_core import plotting
+    from llamanat_core.book import plotting
 
     plotting.use_book_style()
     fig, ax = plt.subplots()
@@ -431,7 +432,7 @@ def _loss_curves(solved_seeds=(0,), seeds=range(4), steps=range(100, 1300, 100))
 def test_loss_figure_draws_seeds_faint_two_medians_a_panel_and_names_only_what_it_draws():
     import matplotlib.pyplot as plt
 
-    from llamanat_core import plotting
+    from llamanat_core.book import plotting
 
     curves = _loss_curves()
     fig = plotting.loss_figure(curves, "llama", "recall", hline=math.log(4), hline_label="ln 4")
@@ -467,7 +468,7 @@ def test_loss_figure_draws_seeds_faint_two_medians_a_panel_and_names_only_what_i
 def test_early_loss_figure_draws_each_group_faint_and_its_median_up_to_the_step_asked():
     import matplotlib.pyplot as plt
 
-    from llamanat_core import plotting
+    from llamanat_core.book import plotting
 
     finite = _loss_curves()
     finite = finite[finite.regime == "finite"]
@@ -527,7 +528,7 @@ def test_matrix_numbers_rows_and_columns_and_writes_infinity_and_minus_signs():
 
 
 def test_the_text_windows_figure_draws_each_arm_at_one_two_and_four_windows():
-    from llamanat_core.plotting import png_bytes, text_windows_figure, variant_color
+    from llamanat_core.book.plotting import png_bytes, text_windows_figure, variant_color
 
     runs = pd.DataFrame({"label": ["llama", "llama", "base 10"], "loss_end": [1.0, 1.2, 1.1],
                          "loss_2x": [1.4, 1.6, 1.2], "loss_4x": [2.0, 2.2, 1.3]})
@@ -545,8 +546,9 @@ def test_the_text_windows_figure_draws_each_arm_at_one_two_and_four_windows():
 def test_one_colour_per_verdict_kind():
     """Every verdict kind `decide` and the decision figures write has a colour of its own:
     no two share one, and each is told apart from the rest in normal vision."""
-    from llamanat_core import comparisons, plotting
-    from llamanat_core.plotting import decisions
+    from llamanat_core.analysis import comparisons
+    from llamanat_core.book import plotting
+    from llamanat_core.book.plotting import decisions
 
     kinds = {"better", "worse", "equivalent", "undecided", "both at chance",
              comparisons.RARELY_SOLVED, comparisons.MOSTLY_AT_CHANCE, "not learned"}

@@ -2,16 +2,17 @@
 pairings are one permutation apart, and the slowest-period arithmetic.
 
 Each property is tested once, here, on the package and on the RoPE chapter's probe that
-shows it (llamanat_core.probes.rope); tests/test_probes_rope.py covers the rest of the probe."""
+shows it (llamanat_core.book.helpers.rope); tests/test_helpers_rope.py covers the rest of the helper."""
 import math
 
 import pytest
 import torch
 
-import llamanat_core.blocks as blocks
+import llamanat_core.model.blocks as blocks
 from llamanat_core import TinyLlama, variant_config
-from llamanat_core.hf import half_to_interleaved, interleaved_to_half
-from llamanat_core.positional import (
+from llamanat_core.book.helpers import rope as probe
+from llamanat_core.model.hf import half_to_interleaved, interleaved_to_half
+from llamanat_core.model.positional import (
     RotaryEmbedding,
     apply_rotary,
     interleaved_to_half_permutation,
@@ -20,7 +21,6 @@ from llamanat_core.positional import (
     permute_qk_state,
     slowest_period,
 )
-from llamanat_core.probes import rope as probe
 
 PAIRINGS = ("half", "interleaved")
 

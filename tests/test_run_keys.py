@@ -8,14 +8,14 @@ import json
 
 import pytest
 
-from llamanat_core import two_stage
+from llamanat_core.analysis import two_stage
 from llamanat_core.study import STUDY_DIR, Run, text_recipe, unique_runs
 from llamanat_core.study.results import frame
 from llamanat_core.study.run import record_key, run_from_record
 from llamanat_core.study.text_plan import keep_seeds, text_plan, text_run
 from llamanat_core.study.weights import weights_path
-from llamanat_core.text_train import TextBudget
-from llamanat_core.train import Budget
+from llamanat_core.train.loop import Budget
+from llamanat_core.train.text import TextBudget
 
 # Keys as the committed run files are named, each with the run that must hash to it.
 PINNED = {

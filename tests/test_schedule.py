@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from llamanat_core.schedule import warmup_cosine
-from llamanat_core.text_train import TextBudget
+from llamanat_core.train.schedule import warmup_cosine
+from llamanat_core.train.text import TextBudget
 
 
 def test_the_rate_climbs_to_the_peak_at_the_last_warmup_step_then_falls_to_the_final_fraction():

@@ -7,9 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from llamanat_core import text_design as td
-from llamanat_core.plotting import tuned
-from llamanat_core.scorecard import (
+from llamanat_core.analysis import text_design as td
+from llamanat_core.analysis.scorecard import (
     CARD_COLUMNS,
     MECHANISMS,
     NOT_RUN,
@@ -18,6 +17,7 @@ from llamanat_core.scorecard import (
     scorecard,
     tuned_differences,
 )
+from llamanat_core.book.plotting import tuned
 
 SEEDS = range(10)
 PLANTED = {  # arm -> (its best rate, its per-seed difference from the reference at the best rates)

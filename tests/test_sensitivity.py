@@ -3,7 +3,7 @@ constructed so the answer is known, and the table shows exactly the rows that mo
 import numpy as np
 import pandas as pd
 
-from llamanat_core import sensitivity
+from llamanat_core.analysis import sensitivity
 
 
 def _curves():

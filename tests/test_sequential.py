@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from llamanat_core import sequential, stats
+from llamanat_core.analysis import sequential, stats
 
 
 def brute_tails(v):

@@ -4,8 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from llamanat_core import comparisons, solve_times, stats, study_wide
-from llamanat_core.plotting.survival import kaplan_meier_figure
+from llamanat_core.analysis import comparisons, solve_times, stats, study_wide
+from llamanat_core.book.plotting.survival import kaplan_meier_figure
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +67,8 @@ def test_error_control_counts_on_a_constructed_frame():
 
 
 def test_margins_halved_only_remove_equivalences(committed_results, committed_decisions):
+    from llamanat_core.analysis.text_comparisons import decide_text
     from llamanat_core.study import load_text_results
-    from llamanat_core.text_comparisons import decide_text
 
     text_results = load_text_results()
     moved = study_wide.margin_sensitivity(committed_results, text_results, committed_decisions,

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from llamanat_core import stats
+from llamanat_core.analysis import stats
 
 # ---------------------------------------------------------------- chance
 
@@ -86,7 +86,7 @@ def test_benjamini_hochberg_by_hand_and_against_holm():
     """q = p · m / rank, made monotone from the top: 0.01, 0.02, 0.03, 0.5 over four become
     0.04, 0.04, 0.04, 0.5; NaN passes through and does not count. It rejects at least what
     Holm rejects (it controls a weaker error), and more on this example."""
-    from llamanat_core.stats import benjamini_hochberg, holm
+    from llamanat_core.analysis.stats import benjamini_hochberg, holm
 
     np.testing.assert_allclose(benjamini_hochberg([0.03, 0.01, 0.5, 0.02]), [0.04, 0.04, 0.5, 0.04])
     out = benjamini_hochberg([0.02, np.nan, 0.01])

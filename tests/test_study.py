@@ -19,12 +19,13 @@ import torch
 from processes import descendants, gone_within, on_linux
 from tiny_study import TINY, TINY_ARGS, read_all, tiny_runs
 
-from llamanat_core import study, two_stage
+from llamanat_core import study
+from llamanat_core.analysis import two_stage
 from llamanat_core.study import Run, check_entry, plan, run_path, run_study, unique_runs
 from llamanat_core.study import verify as verify_module
 from llamanat_core.study.plan import fingerprint_run, interleave_graphs
 from llamanat_core.study.run import STUDY_VERSION, VERSION_FINGERPRINT, record_key
-from llamanat_core.train import Budget, batch_order, training_losses
+from llamanat_core.train.loop import Budget, batch_order, training_losses
 
 
 def test_plan_shares_runs_between_measurements():
@@ -349,7 +350,7 @@ def test_verify_accepts_the_committed_runs_on_this_cpu(task):
 
 def changed_item(monkeypatch, entry):
     """Replace the first training item of the first batch by another training item."""
-    from llamanat_core import tasks
+    from llamanat_core.data import tasks
 
     rec = entry["record"]
     first = batch_order(rec["budget"]["n_train"], rec["budget"]["batch_size"], 1,
@@ -468,7 +469,7 @@ def test_every_seed_widens_only_the_default_seeds_of_the_committed_study():
 
 def _cached_text_runs():
     """The text runs in the committed cache: the first ten seeds and any added ones."""
-    from llamanat_core.sequential import ADDED_SEEDS
+    from llamanat_core.analysis.sequential import ADDED_SEEDS
     from llamanat_core.study.plan import merge_plans
     from llamanat_core.study.text_plan import text_added_plan, text_arms
 
@@ -505,14 +506,14 @@ def test_cli_on_committed_tree_has_nothing_to_run(monkeypatch, capsys):
 
 
 def comparisons_arms():
-    from llamanat_core.comparisons import added_seed_arms, decide
+    from llamanat_core.analysis.comparisons import added_seed_arms, decide
 
     return added_seed_arms(decide(study.load_results()))
 
 
 def test_cli_study_list_and_bad_input(capsys):
+    from llamanat_core.analysis.text_comparisons import decide_text, text_added_arms
     from llamanat_core.cli import main
-    from llamanat_core.text_comparisons import decide_text, text_added_arms
 
     def added(lines):
         return [line for line in lines if int(line.split("seed=")[-1]) >= 10]

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from llamanat_core.tasks import (
+from llamanat_core.data.tasks import (
     ANSWER0,
     DIGIT0,
     EQ,

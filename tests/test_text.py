@@ -16,12 +16,13 @@ import pytest
 import torch
 from debian import build_deb, machine
 
-from llamanat_core import TinyLlama, corpus, rdata, text
-from llamanat_core.config import variant_config
+from llamanat_core import TinyLlama
+from llamanat_core.data import corpus, rdata, text
+from llamanat_core.model.config import variant_config
 from llamanat_core.paths import ROOT
 from llamanat_core.study import Run, check_entry
 from llamanat_core.study.text_plan import TEXT_THETAS, text_arms, text_plan
-from llamanat_core.text_train import TEXT_ENDPOINTS, TextBudget, fit_text, held_out_loss, text_budget_dict
+from llamanat_core.train.text import TEXT_ENDPOINTS, TextBudget, fit_text, held_out_loss, text_budget_dict
 
 ENSURE_CORPUS = ROOT / "tools" / "ensure_corpus.sh"
 
@@ -361,7 +362,7 @@ def test_a_ready_corpus_is_left_alone(tmp_path):
 
 
 def test_the_replay_verify_uses_is_the_start_of_the_run():
-    from llamanat_core.text_train import text_training_losses
+    from llamanat_core.train.text import text_training_losses
 
     cfg = variant_config("mqa", vocab_size=text.VOCAB_SIZE)
     budget = TextBudget.for_steps(12)
@@ -388,7 +389,7 @@ def _recomputed(model, prompt: list[int], n_new: int, window: int) -> list[int]:
 
 
 def test_greedy_sampling_is_the_recomputed_rule_past_the_window():
-    from llamanat_core.sampling import sample_text
+    from llamanat_core.train.sampling import sample_text
 
     model = _trained_tiny()
     prompt = text.encode("the quick")
@@ -399,7 +400,7 @@ def test_greedy_sampling_is_the_recomputed_rule_past_the_window():
 
 
 def test_a_temperature_draws_the_same_text_for_the_same_seed():
-    from llamanat_core.sampling import sample_text
+    from llamanat_core.train.sampling import sample_text
 
     model = _trained_tiny()
     prompt = text.encode("Emma")
@@ -423,7 +424,7 @@ def test_the_compiled_text_step_computes_the_plain_loop(decay):
     from dataclasses import replace
 
     from llamanat_core.study.verify import TOLERANCE
-    from llamanat_core.text_train import text_training_losses
+    from llamanat_core.train.text import text_training_losses
 
     cfg = variant_config("llama", vocab_size=text.VOCAB_SIZE)
     budget = replace(TextBudget.for_steps(400, 4.0), decay=decay)
@@ -440,8 +441,8 @@ def test_the_recipe_decays_matrices_only_in_both_steps():
     weights by (1 - lr * weight_decay) and leaves norm gains and biases exactly as they
     were; `all` shrinks every parameter. Checked on the plain optimiser and on the flat
     update of the compiled step (run eagerly)."""
-    from llamanat_core.fast import FlatParameters, adamw_
-    from llamanat_core.optim import WEIGHT_DECAY, adamw
+    from llamanat_core.train.compiled import FlatParameters, adamw_
+    from llamanat_core.train.optim import WEIGHT_DECAY, adamw
 
     lr = 0.5
     for decay in ("all", "matrices"):

@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from llamanat_core.sequential import ADDED_SEEDS
+from llamanat_core.analysis.sequential import ADDED_SEEDS
+from llamanat_core.analysis.text_comparisons import TEXT_MARGIN, decide_text, text_added_arms, text_arm
 from llamanat_core.study.text_plan import text_added_plan
-from llamanat_core.text_comparisons import TEXT_MARGIN, decide_text, text_added_arms, text_arm
 
 SEEDS10 = range(10)
 
@@ -76,7 +76,7 @@ def test_a_control_label_names_its_arm():
 
 
 def test_the_learning_rate_table_finds_each_arms_best_rate():
-    from llamanat_core.text_comparisons import learning_rate_table
+    from llamanat_core.analysis.text_comparisons import learning_rate_table
 
     rows = []
     for scale, ref, ctl in ((0.5, 1.80, 1.85), (1.0, 1.76, 1.78), (2.0, 1.74, 1.70)):
@@ -91,7 +91,7 @@ def test_the_learning_rate_table_finds_each_arms_best_rate():
 
 
 def test_the_text_study_plan_adds_seeds_only_to_undecided_rows_and_only_when_asked(tmp_path, monkeypatch):
-    from llamanat_core import two_stage
+    from llamanat_core.analysis import two_stage
     from llamanat_core.study.run_files import run_path
     from llamanat_core.study.text_plan import text_plan
 
@@ -122,7 +122,7 @@ def test_the_text_study_plan_adds_seeds_only_to_undecided_rows_and_only_when_ask
 
 
 def test_the_paired_differences_are_control_minus_reference_seed_by_seed():
-    from llamanat_core.text_comparisons import text_differences
+    from llamanat_core.analysis.text_comparisons import text_differences
 
     d = text_differences(_study())
     g = d[d.comparison == "gelu_mlp"]
@@ -135,7 +135,7 @@ def test_the_paired_differences_are_control_minus_reference_seed_by_seed():
 
 
 def test_runs_and_curves_are_labelled_by_their_arm():
-    from llamanat_core.text_comparisons import labelled_curves, labelled_runs
+    from llamanat_core.analysis.text_comparisons import labelled_curves, labelled_runs
 
     runs = _study().assign(run=lambda d: [f"r{i}" for i in range(len(d))])
     labels = labelled_runs(runs).drop_duplicates("label").set_index("label")
@@ -148,10 +148,10 @@ def test_runs_and_curves_are_labelled_by_their_arm():
 
 
 def test_each_published_finding_names_a_row_the_study_has_and_a_paper_the_book_cites():
+    from llamanat_core.analysis.text_comparisons import TEXT_PUBLISHED, WINDOWS, TextFinding
     from llamanat_core.paths import ROOT
     from llamanat_core.study.text_plan import text_arms
-    from llamanat_core.text_comparisons import TEXT_PUBLISHED, WINDOWS, TextFinding
-    from llamanat_core.text_train import TEXT_ENDPOINTS
+    from llamanat_core.train.text import TEXT_ENDPOINTS
 
     bib = (ROOT / "book" / "references.bib").read_text()
     arms = {v if not o else f"base {dict(o)['rope_theta']:,.0f}" for v, o in text_arms()} - {"llama"}
@@ -164,8 +164,8 @@ def test_each_published_finding_names_a_row_the_study_has_and_a_paper_the_book_c
 
 
 def test_the_replication_reads_each_findings_row_and_the_references_longer_windows():
-    from llamanat_core.replication import text_replication
-    from llamanat_core.text_comparisons import WINDOWS, window_decision
+    from llamanat_core.analysis.replication import text_replication
+    from llamanat_core.analysis.text_comparisons import WINDOWS, window_decision
 
     study = _study()
     rep = text_replication(decide_text(study), study).set_index(["paper", "comparison"])

@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 import scipy.stats
 
-from llamanat_core import sequential, stats
-from llamanat_core import text_design as td
-from llamanat_core import text_design_check as tdc
+from llamanat_core.analysis import sequential, stats
+from llamanat_core.analysis import text_design as td
+from llamanat_core.analysis import text_design_check as tdc
 from llamanat_core.paths import STUDY_DIR
 
 S, M = td.SIZES["S"], td.SIZES["M"]
@@ -269,7 +269,7 @@ def test_the_registered_analysis_beside_the_corrected_one_says_what_moved():
     stop, decided, on ten seeds; the sign test (nine of ten, p = 22/1,024) sends the row on
     to forty. A row far above on every seed is worse under both, only its estimand moving.
     A row both rules send on, its added seeds not run, waits under both."""
-    from llamanat_core.text_comparisons import decide_text_registered, registered_and_corrected
+    from llamanat_core.analysis.text_comparisons import decide_text_registered, registered_and_corrected
 
     rng = np.random.default_rng(3)
     nine = np.concatenate([[-0.001], rng.normal(0.02, 0.004, 39)])
@@ -295,8 +295,8 @@ def test_the_registered_analysis_beside_the_corrected_one_says_what_moved():
 def test_on_the_committed_text_study_the_registered_test_decides_every_primary_row():
     """The audit's count, read from the committed runs: all ten primary rows decided or
     equivalent under the registered sign flips, seven under the book's sign tests."""
+    from llamanat_core.analysis.text_comparisons import registered_and_corrected
     from llamanat_core.study import load_text_results
-    from llamanat_core.text_comparisons import registered_and_corrected
 
     t = registered_and_corrected(load_text_results())
     primary = t[t.primary]
@@ -312,8 +312,8 @@ def test_the_two_text_analyses_table_shows_the_primary_rows_of_each_analysis():
     """The reader's table keeps only primary rows, one per comparison, and puts each
     analysis's own seeds and verdict under its name (a swapped pair of columns is caught by
     the row whose seeds differ between the two)."""
-    from llamanat_core.decision_tables import two_text_analyses_table
-    from llamanat_core.text_comparisons import registered_and_corrected
+    from llamanat_core.analysis.decision_tables import two_text_analyses_table
+    from llamanat_core.analysis.text_comparisons import registered_and_corrected
 
     rng = np.random.default_rng(3)
     nine = np.concatenate([[-0.001], rng.normal(0.02, 0.004, 39)])

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from llamanat_core.config import SIZES
+from llamanat_core.model.config import SIZES
 from llamanat_core.study import text_recipe as tr
 from llamanat_core.study.run import Run
 
@@ -148,7 +148,7 @@ def test_the_plan_and_the_registered_analysis_choose_the_same_rates():
     both choose by the mean validation loss over seeds 0-2, ties to the lower rate."""
     import pandas as pd
 
-    from llamanat_core import text_design
+    from llamanat_core.analysis import text_design
 
     plan, done, _ = _settle()
     rows = [{"size": r.size, "variant": r.variant, "lr_scale": r.lr_scale, "seed": r.seed,

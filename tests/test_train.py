@@ -7,9 +7,9 @@ import torch
 from test_pinned_internals import pinned
 
 from llamanat_core import VARIANTS, TinyLlama, variant_config
-from llamanat_core import train as train_module
-from llamanat_core.tasks import FreshStream, make_task
-from llamanat_core.train import Budget, TaskSpec, batch_order, fit, training_losses
+from llamanat_core.data.tasks import FreshStream, make_task
+from llamanat_core.train import loop
+from llamanat_core.train.loop import Budget, TaskSpec, batch_order, fit, training_losses
 from llamanat_core.util import torch_threads
 
 SMALL = Budget(steps=20, min_steps=20, eval_every=5, n_train=256, n_val=32, n_test=32,
@@ -126,7 +126,7 @@ def scripted_accuracy(monkeypatch, accuracies):
     def fake_score(model, task, data):
         return next(values) if len(data) == 17 else 0.0
 
-    monkeypatch.setattr(train_module, "score", fake_score)
+    monkeypatch.setattr(loop, "score", fake_score)
 
 
 STOP = Budget(steps=40, min_steps=12, eval_every=4, n_train=64, n_val=17, n_test=8,
@@ -180,7 +180,7 @@ def test_a_leaked_item_is_skipped():
     t = make_task("recall", 0)
     stream = FreshStream(t, (), seed=0)
     first = stream.batch(3)
-    blocked = FreshStream(t, (train_module.TaskData(first[:1], 1),), seed=0).batch(2)
+    blocked = FreshStream(t, (loop.TaskData(first[:1], 1),), seed=0).batch(2)
     assert torch.equal(blocked, first[1:])
 
 
@@ -253,7 +253,7 @@ def test_pruned_forward_is_the_full_forward_on_its_rows(variant):
 def test_loss_and_score_is_eval_loss_and_score(task, answer):
     """The dense curve's one-forward evaluation of a one-token answer gives what the two
     separate evaluations give; addition (six tokens) still generates."""
-    from llamanat_core.train import eval_loss, loss_and_score, score
+    from llamanat_core.train.loop import eval_loss, loss_and_score, score
     spec = TaskSpec(task, answer=answer)
     t = spec.make(0)
     data = t.splits(0, 64, 8).val
@@ -267,12 +267,12 @@ def test_loss_and_score_is_eval_loss_and_score(task, answer):
 
 
 def test_the_step_keeps_the_guards_on_its_tensors_and_the_process_state():
-    """What `fast.tensor_and_state_guards` keeps: guards on input tensors and on the process's
+    """What `compiled.tensor_and_state_guards` keeps: guards on input tensors and on the process's
     state (grad mode and the like); not guards on the weightless template's parameters,
     nor on constants, modules and names, which the graph key fixes."""
     from collections import namedtuple
 
-    from llamanat_core.fast import STATE_GUARDS, tensor_and_state_guards
+    from llamanat_core.train.compiled import STATE_GUARDS, tensor_and_state_guards
     entry = namedtuple("entry", "guard_type value")
     kept = tensor_and_state_guards([
         entry("TENSOR_MATCH", torch.zeros(2)), entry("GRAD_MODE", None),
@@ -285,13 +285,13 @@ def test_the_step_keeps_the_guards_on_its_tensors_and_the_process_state():
 
 def test_every_graph_key_compiles_its_own_copy_of_the_step(monkeypatch):
     """The compiled step checks only the guards on its tensors and the process's state
-    (`fast.tensor_and_state_guards`), which cannot tell llama from postnorm: the same
+    (`compiled.tensor_and_state_guards`), which cannot tell llama from postnorm: the same
     parameters, the norm in another place. So each (template, answer length, lr, clip)
     compiles its own copy of the step. Traced by dynamo with the eager backend (the
     choice of graph without inductor's 30 s compile), each architecture and each lr
     trains as it does uncompiled; one code object shared under the same guards hands
     postnorm llama's graph."""
-    from llamanat_core import fast
+    from llamanat_core.train import compiled
 
     real_compile = torch.compile
 
@@ -300,31 +300,31 @@ def test_every_graph_key_compiles_its_own_copy_of_the_step(monkeypatch):
                             options={"guard_filter_fn": options["guard_filter_fn"]})
 
     monkeypatch.setattr(torch, "compile", eager_compile)
-    monkeypatch.setattr(fast, "_GRAPHS", {})
+    monkeypatch.setattr(compiled, "_GRAPHS", {})
     data = TaskSpec("recall").make(0).splits(64, 0, 0).train
     batches = [data.ids[i * 16:(i + 1) * 16] for i in range(4)]
 
-    def losses(variant, lr=1e-3, compiled=True, step_fn=None):
-        step = fast.FastStep(TinyLlama(variant_config(variant), 0).train(), 1, lr, 1.0, compile=compiled)
+    def losses(variant, lr=1e-3, compile=True, step_fn=None):
+        step = compiled.FastStep(TinyLlama(variant_config(variant), 0).train(), 1, lr, 1.0, compile=compile)
         if step_fn is not None:
             step.step_fn = step_fn
         with torch_threads(1):  # as fit trains: one thread, bit-identical
             return [step(b).item() for b in batches]
 
     close = lambda x: pytest.approx(x, rel=1e-5)  # the trace rounds like eager, to float32
-    plain = {v: losses(v, compiled=False) for v in ("llama", "postnorm")}
+    plain = {v: losses(v, compile=False) for v in ("llama", "postnorm")}
     own = {v: losses(v) for v in plain}
     assert own["llama"] == close(plain["llama"]) and own["postnorm"] == close(plain["postnorm"]), (
         f"a copy of the step ran another copy's graph ({pinned('torch', torch.__version__)}): "
         f"dynamo no longer keeps a function's graphs on its code object, which "
-        f"fast.train_step_copy relies on")
+        f"compiled.train_step_copy relies on")
     assert own["postnorm"] != close(own["llama"])  # same init, other architecture
     faster = losses("llama", lr=3e-3)
-    assert faster == close(losses("llama", lr=3e-3, compiled=False)) and faster != close(own["llama"])
-    assert len(fast._GRAPHS) == 3
+    assert faster == close(losses("llama", lr=3e-3, compile=False)) and faster != close(own["llama"])
+    assert len(compiled._GRAPHS) == 3
     # and the check can fail: one code object under the same guards
-    shared = eager_compile(fast.train_step_copy(), False,
-                           {"guard_filter_fn": fast.tensor_and_state_guards})
+    shared = eager_compile(compiled.train_step_copy(), False,
+                           {"guard_filter_fn": compiled.tensor_and_state_guards})
     assert losses("llama", step_fn=shared) == own["llama"]
     assert losses("postnorm", step_fn=shared) == own["llama"]
 
@@ -333,7 +333,7 @@ def test_flat_adamw_is_torch_adamw():
     """The compiled step's AdamW (weight decay, both moments, bias corrections) is
     torch.optim.AdamW's to float32 rounding over 30 steps of changing gradients; a wrong
     bias correction or decay would move the weights by orders of magnitude more."""
-    from llamanat_core.fast import adamw_
+    from llamanat_core.train.compiled import adamw_
     g = torch.Generator().manual_seed(0)
     ref = torch.nn.Parameter(torch.randn(500, generator=g))
     opt = torch.optim.AdamW([ref], lr=1e-2)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from llamanat_core.study import check_entry, plan, unique_runs
-from llamanat_core.train import Budget
+from llamanat_core.train.loop import Budget
 
 TINY = Budget.for_steps(12)
 TINY_ARGS = ["--only", "sweep", "--seeds", "0", "--steps", "12"]  # tiny_runs() on the command line

@@ -1,6 +1,7 @@
 """The study: the runs (one record type, `Run`, for every task), the measurement plans,
 the resumable run cache, the executors that train runs, the results as pandas, and the
-early-trajectory check of committed runs.
+early-trajectory check of committed runs. The study layer may import the core, the model,
+data and training layers; never the analysis, the book or the command line.
 
 run.py (one run's record and key) -> plan.py, text_plan.py (which runs) -> executors.py
 (where they train) -> training.py (how one trains) -> run_files.py (one file per run),
@@ -10,14 +11,7 @@ read) -> verify.py.
 from ..paths import FRESH_DIR, STUDY_DIR, WEIGHTS_DIR, fresh_runs_dir
 from .committed import is_committed, study_compile, study_weights_dir
 from .environment import environment
-from .plan import (
-    ALPHABET_VARIANTS,
-    MEASUREMENTS,
-    THETAS,
-    added_seed_plan,
-    plan,
-    unique_runs,
-)
+from .plan import ALPHABET_VARIANTS, MEASUREMENTS, THETAS, added_seed_plan, plan, unique_runs
 from .results import (
     StudySettings,
     chapter_curves,

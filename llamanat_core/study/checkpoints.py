@@ -1,5 +1,5 @@
 """The alphabet chapter's replayed checkpoints: where they are, written here, read by
-`probes.alphabet`.
+`book.helpers.alphabet`.
 
 The study keeps no weights of the alphabet runs. Their training is deterministic (one
 torch thread, the compiled step of the study), so the runs the chapter looks inside are
@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 
 from ..paths import ALPHABET_WEIGHTS_DIR, STUDY_DIR
-from ..train import setup
+from ..train.loop import setup
 from ..util import atomic_write_bytes, torch_threads
 from .run import SEEDS, Run
 from .run_files import run_path

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..fast import compile_default
 from ..paths import STUDY_DIR, WEIGHTS_DIR
+from ..train.compiled import compile_default
 
 
 def is_committed(cache_dir: Path) -> bool:

@@ -1,4 +1,4 @@
-"""The KV-cache timings: measured once (`probes.kv_cache_chapter.measure_timing`, and
+"""The KV-cache timings: measured once (`book.helpers.kv_cache.measure_timing`, and
 `measure_text_timing` for the trained text model) into committed files that record the
 machine, which the KV-cache chapter reads."""
 from __future__ import annotations
@@ -45,7 +45,7 @@ def load_text_timing(path: Path = KV_TEXT_TIMING_PATH) -> dict:
 def ensure_timing(measure: Callable[[], dict], force: bool = False, path: Path = KV_TIMING_PATH,
                   fields=TIMING_FIELDS) -> None:
     """Write `measure()` into `path` unless a readable file is there (or `force`). The
-    measurement is passed in: it belongs to the chapter's probe, above the study."""
+    measurement is passed in: it belongs to the chapter's helper, above the study."""
     if not force:
         try:
             load_timing(path, fields)

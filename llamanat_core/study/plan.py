@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import replace
 from itertools import zip_longest
 
-from ..config import MATRIX_VARIANTS, REFERENCE
-from ..train import REGIMES, Budget
+from ..model.config import MATRIX_VARIANTS, REFERENCE
+from ..train.loop import REGIMES, Budget
 from .run import SEEDS, Run, check_seeds
 
 THETAS = (10.0, 100.0, 10_000.0, 1_000_000.0)

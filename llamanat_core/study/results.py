@@ -15,9 +15,9 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from ..config import REGIMES, VARIANTS
+from ..model.config import REGIMES, VARIANTS
 from ..paths import QUICK_DIR, STUDY_DIR, fresh_runs_dir
-from ..train import Budget
+from ..train.loop import Budget
 from ..util import atomic_write_text, remove_partial_writes
 from .committed import is_committed, study_compile, study_weights_dir
 from .executors import EXECUTORS, Stopped, stop_on_signals

@@ -14,11 +14,11 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
-from ..config import SIZES, VARIANTS, variant_config
-from ..corpus import SHA256
-from ..text import VOCAB_SIZE
-from ..text_train import TextBudget, text_budget_dict
-from ..train import Budget, TaskSpec, budget_dict
+from ..data.corpus import SHA256
+from ..data.text import VOCAB_SIZE
+from ..model.config import SIZES, VARIANTS, variant_config
+from ..train.loop import Budget, TaskSpec, budget_dict
+from ..train.text import TextBudget, text_budget_dict
 
 # Bump whenever a change to the model, the tasks or the trainer alters any number a
 # puzzle run produces; tests/test_study.py holds a short fit's losses against VERSION_FINGERPRINT.

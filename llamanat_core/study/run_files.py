@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from ..paths import STUDY_DIR, WEIGHTS_DIR
-from ..text_train import endpoints_of
+from ..train.text import endpoints_of
 from ..util import atomic_write_bytes, atomic_write_text
 from .run import Run, record_key, version_of
 from .weights import weights_path

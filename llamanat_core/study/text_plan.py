@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from ..config import MATRIX_VARIANTS
-from ..text_train import TextBudget
+from ..model.config import MATRIX_VARIANTS
+from ..train.text import TextBudget
 from .run import Run, check_seeds
 
 TEXT_SEEDS = tuple(range(10))

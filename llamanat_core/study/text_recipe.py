@@ -34,9 +34,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from ..config import MATRIX_VARIANTS, SIZES, TEXT_CONTROLS
+from ..model.config import MATRIX_VARIANTS, SIZES, TEXT_CONTROLS
 from ..paths import STUDY_DIR
-from ..text_train import TextBudget
+from ..train.text import TextBudget
 from .committed import study_weights_dir
 from .plan import unique_runs
 from .results import TUNED_CURVES, TUNED_RESULTS, run_study, write_text_summary

@@ -6,8 +6,8 @@ another machine needs no shared file system. Each task's trainer is one entry of
 """
 from __future__ import annotations
 
-from ..text_train import fit_text
-from ..train import fit
+from ..train.loop import fit
+from ..train.text import fit_text
 from ..util import keep_freed_memory, torch_threads
 from .environment import environment
 from .run import Run

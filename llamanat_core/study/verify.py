@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..paths import STUDY_DIR
-from ..text_train import text_training_losses
-from ..train import training_losses
+from ..train.loop import training_losses
+from ..train.text import text_training_losses
 from ..util import torch_threads
 from .run import run_from_record
 from .run_files import committed_entries

@@ -8,9 +8,9 @@ from pathlib import Path
 from safetensors import safe_open
 from safetensors.torch import load_file, save
 
-from ..model import TinyLlama
+from ..model.model import TinyLlama
 from ..paths import WEIGHTS_DIR, fresh_runs_dir
-from ..train import Budget
+from ..train.loop import Budget
 from .committed import study_compile
 from .run import Run
 

@@ -1,0 +1,71 @@
+"""Time to solve as a censored time: each arm's Kaplan–Meier curve of the share of seeds
+not yet solved, its band at `CONFIDENCE`, and the runs that never solved marked at the cap where
+they are censored (not tied)."""
+from __future__ import annotations
+
+import warnings
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.lines import Line2D
+
+from ...analysis.stats import CONFIDENCE, kaplan_meier
+from .style import CHANCE_COLOR, NEUTRAL, PALETTE, keep_end_labels_inside, step_panel_axes, use_book_style
+
+REFERENCE = {"color": "#555555", "lw": 1.3, "ls": "--"}
+
+
+def _curve(ax, times, solved, cap: float, style: dict) -> None:
+    """One arm's Kaplan–Meier step curve from 0 to the cap, its pointwise band, and a
+    tick at the cap for each run still unsolved there."""
+    sf = kaplan_meier(times, solved)
+    x = np.concatenate([[0.0], sf.quantiles, [cap]])
+    y = np.concatenate([[1.0], sf.probabilities, [sf.probabilities[-1]]])
+    ax.step(x, 100 * y, where="post", **style)
+    with warnings.catch_warnings():  # the band is undefined where the curve reaches 0: no band there
+        warnings.simplefilter("ignore", RuntimeWarning)
+        band = sf.confidence_interval(CONFIDENCE)
+    est = sf.probabilities
+    low = np.where(np.isnan(band.low.probabilities), est, band.low.probabilities)
+    high = np.where(np.isnan(band.high.probabilities), est, band.high.probabilities)
+    lo, hi = (np.concatenate([[1.0], b, [b[-1]]]) for b in (low, high))
+    ax.fill_between(x, 100 * lo, 100 * hi, step="post", color=style["color"], alpha=0.12, lw=0)
+    unsolved = int((~np.asarray(solved, bool)).sum())
+    if unsolved:
+        ax.plot([cap], [100 * y[-1]], marker="|", ms=9, mew=1.6, color=style["color"], clip_on=False)
+
+
+def kaplan_meier_figure(cells: dict, cap: float, reference: str = "reference", colors: dict | None = None,
+                        notes: dict | None = None, panel: tuple[float, float] = (1.55, 1.3)):
+    """A grid of panels, each one comparison: the share of seeds not yet solved by each
+    step, reference dashed grey and control in its colour. `cells` maps (row title, column
+    title) -> ((reference times, reference solved), (control times, control solved)), times
+    the solve step or the cap; `notes` maps a cell to a short text written in the panel."""
+    use_book_style()
+    rows = list(dict.fromkeys(r for r, _ in cells))
+    cols = list(dict.fromkeys(c for _, c in cells))
+    colors = colors or {}
+    size = (panel[0] * len(cols) + 1.3, panel[1] * len(rows) + 0.9)
+    fig, axes = plt.subplots(len(rows), len(cols), figsize=size, sharex=True, sharey=True, squeeze=False,
+                             layout="constrained")
+    for i, r in enumerate(rows):
+        for j, c in enumerate(cols):
+            ax = axes[i, j]
+            if (r, c) not in cells:
+                ax.set_axis_off()
+                continue
+            ref, ctl = cells[(r, c)]
+            _curve(ax, *ref, cap, REFERENCE)
+            _curve(ax, *ctl, cap, {"color": colors.get(c, PALETTE[3]), "lw": 1.6})
+            if notes and (r, c) in notes:
+                ax.text(0.04, 0.04, notes[(r, c)], transform=ax.transAxes, ha="left", va="bottom", fontsize=7,
+                        color=CHANCE_COLOR)  # bottom left: every curve starts at the top
+            step_panel_axes(ax, cap, 105, c if i == 0 else None, f"{r}\nnot solved (%)" if j == 0 else None,
+                            i == len(rows) - 1, colors.get(c, "black"))
+    for ax in axes[-1]:
+        keep_end_labels_inside(ax)
+    handles = [Line2D([], [], label=reference, **REFERENCE),
+               Line2D([], [], color=NEUTRAL, lw=1.6, label="control (the column's, in its colour)"),
+               Line2D([], [], color=NEUTRAL, marker="|", ls="", ms=9, mew=1.6, label="unsolved at the cap")]
+    fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=8.5)
+    return fig

@@ -1,0 +1,89 @@
+"""Figures of the tuned text study: the loss along a window (`position_figure`), and each
+mechanism's per-seed differences at both sizes beside the margin (`size_differences_figure`).
+Imported as a module: `from llamanat_core.book.plotting import tuned`."""
+from __future__ import annotations
+
+import math
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from ...analysis.scorecard import DIFFERENCE_COLUMNS, MECHANISMS
+from ...analysis.text_design import MARGIN
+from .style import BLUE, NEUTRAL, VERMILION, plain_ticks, use_book_style, variant_color
+
+SIZE_STYLE = {"S": (BLUE, "o", -0.18), "M": (VERMILION, "D", 0.18)}
+"""Per size: colour, marker, and its offset from the arm's row (S above, M below)."""
+
+
+def _colour(name_or_colour: str) -> str:
+    return name_or_colour if name_or_colour.startswith("#") else variant_color(name_or_colour)
+
+
+def position_figure(curves: dict[str, np.ndarray], colours: dict[str, str]):
+    """Loss at each position of a window, one line per model (e.g. per rotation base):
+    `curves` maps a label to `inside.loss_by_position`'s nats per character, drawn in bits
+    per character; `colours` maps each label to a colour or a variant name. Position 0
+    reads only its own character, so every curve starts high."""
+    missing = [label for label in curves if label not in colours]
+    if missing:
+        raise ValueError(f"colours lacks the label(s) {missing}")
+    use_book_style()
+    fig, ax = plt.subplots(figsize=(6.4, 3.4), layout="constrained")
+    for label, nats in curves.items():
+        bits = np.asarray(nats, dtype=float) / math.log(2)  # (T,)
+        ax.plot(np.arange(len(bits)), bits, color=_colour(colours[label]), lw=1.8, label=label)
+    ax.set_xlabel("position in the window (position t reads t + 1 characters)")
+    ax.set_ylabel("held-out loss (bits per character)")
+    plain_ticks(ax, "y")
+    ax.legend(fontsize=8.5)
+    return fig
+
+
+def arm_order(frame: pd.DataFrame) -> list[str]:
+    """Arms by their median difference at S (most negative, the best, first); arms without
+    S rows after them, by their median at M."""
+    med = frame.groupby(["size", "arm"]).difference.median()
+    s = med.get("S", pd.Series(dtype=float)).sort_values(kind="stable")
+    rest = med.drop("S", level="size", errors="ignore").droplevel("size")
+    rest = rest[~rest.index.isin(s.index)].groupby(level=0).min().sort_values(kind="stable")
+    return list(s.index) + list(rest.index)
+
+
+def size_differences_figure(frame: pd.DataFrame):
+    """Per mechanism (arm, one row each), each seed's paired difference arm − reference
+    (nats per character, each at its own best rate: `scorecard.tuned_differences`) at S
+    and at M side by side, the median of each a bar, the margin ±`MARGIN` shaded; arms
+    ordered by their median at S and named as the scorecard names them. A point's gid is
+    "arm|size" (the tests read them back)."""
+    missing = [c for c in ("size", "arm", "difference") if c not in frame.columns]
+    if missing:
+        raise ValueError(f"the differences frame lacks column(s) {missing}; it needs {DIFFERENCE_COLUMNS}")
+    sizes = set(frame["size"]) - set(SIZE_STYLE)
+    if sizes:
+        raise ValueError(f"column size must hold {sorted(SIZE_STYLE)}, got {sorted(sizes)}")
+    arms = arm_order(frame)
+    use_book_style()
+    fig, ax = plt.subplots(figsize=(6.4, 0.9 + 0.38 * max(len(arms), 1)), layout="constrained")
+    ax.axvspan(-MARGIN, MARGIN, color=NEUTRAL, alpha=0.18, lw=0, label=f"margin ±{MARGIN:g}")
+    ax.axvline(0.0, color=NEUTRAL, lw=0.8)
+    labelled = set()  # one legend entry per size
+    for i, arm in enumerate(arms):
+        for size, (colour, marker, offset) in SIZE_STYLE.items():
+            d = frame.loc[(frame["size"] == size) & (frame.arm == arm), "difference"].to_numpy(float)
+            if not len(d):
+                continue
+            dots = ax.scatter(d, np.full(len(d), i + offset), s=14, color=colour, marker=marker, alpha=0.55,
+                              lw=0, label=None if size in labelled else f"size {size}")
+            labelled.add(size)
+            dots.set_gid(f"{arm}|{size}")
+            ax.plot([np.median(d)] * 2, [i + offset - 0.14, i + offset + 0.14], color=colour, lw=2.2,
+                    gid=f"median {arm}|{size}")
+    ax.set_yticks(range(len(arms)), [MECHANISMS.get(a, a) for a in arms])
+    ax.set_ylim(len(arms) - 0.5, -0.5)  # the first arm on top
+    ax.set_xlabel("arm − reference, held-out test loss (nats per character)")
+    plain_ticks(ax, "x")
+    ax.legend(fontsize=8.5, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False)
+    return fig
+

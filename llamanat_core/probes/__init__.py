@@ -1,1 +1,0 @@
-"""Small measurements a chapter runs live on random or trained weights (one module per chapter)."""

@@ -1,0 +1,138 @@
+"""The KV-cache chapter's probes: arithmetic table, the measured cache (tokens,
+bytes), the reference-weights loader and the timing file."""
+import json
+
+import pytest
+import torch
+
+from llamanat_core import TinyLlama, variant_config
+from llamanat_core.book.helpers import kv_cache as kp
+from llamanat_core.data.tasks import Recall
+from llamanat_core.model.kv import KVCache
+from llamanat_core.model.published import kv_cache_bytes
+from llamanat_core.study.kv_timing import write_timing
+
+
+@pytest.fixture(scope="module")
+def prompts():
+    return Recall(seed=1, n_pairs=8).splits(0, 0, 12).test.prompt  # (12, 25)
+
+
+def test_arithmetic_table_by_hand():
+    t = kp.arithmetic_table()
+    assert t.loc["tiny GQA (reference)", "bytes"] == 2 * 2 * 2 * 2048 * 16 * 2 == 524_288
+    assert t.loc["tiny MHA", "bytes"] == 2 * t.loc["tiny GQA (reference)", "bytes"]
+    assert t.loc["tiny MQA", "bytes"] == t.loc["tiny GQA (reference)", "bytes"] // 2
+    assert t.loc["LLaMA-1 7B", "bytes"] == 2 ** 30
+    assert t.loc["Llama-2-70B", "bytes"] == 2 * 80 * 8 * 4096 * 128 * 2
+    assert (t["bytes per position"] * t["positions"] == t["bytes"]).all()
+    assert kp.arithmetic_table(positions=4096).loc["tiny MQA", "bytes"] == 2 * 262_144
+
+
+def test_human_bytes():
+    assert kp.human_bytes(524_288) == "512 KiB"
+    assert kp.human_bytes(2 ** 30) == "1 GiB"
+    assert kp.human_bytes(1_342_177_280) == "1.25 GiB"
+    assert kp.human_bytes(100) == "100 B"
+    assert kp.human_bytes(1_677_721_600) == "1.56 GiB"  # LLaMA-1 13B: 1.5625 GiB, rounded
+
+
+@pytest.mark.parametrize("variant", ["mha", "llama", "mqa"])
+def test_generate_with_cache_holds_the_computed_bytes(variant, prompts):
+    """(that cached decoding gives the recomputed tokens is test_kv's)"""
+    model = TinyLlama(variant_config(variant, init_std=0.3), seed=2).eval()
+    tokens, cache = kp.generate_with_cache(model, prompts[:1], 9, torch.float16, capacity=2048)
+    assert tokens.shape == (1, 9)
+    assert cache.length == 25 + 9 - 1  # the last token is produced, never fed
+    cfg = model.cfg
+    assert cache.nbytes(filled_only=False) == kv_cache_bytes(2, cfg.n_kv_heads, 16, 2048)
+    assert kp.held_bytes(cache) == cache.nbytes() == kv_cache_bytes(2, cfg.n_kv_heads, 16, cache.length)
+    assert kp.unwritten_is_zero(cache)
+    cache.k[0][0, 0, cache.length, 0] = 1.0  # a write past the prefix is noticed
+    assert not kp.unwritten_is_zero(cache)
+
+
+def test_cached_vs_recomputed_reports_identical_and_catches_a_broken_cache(prompts, monkeypatch):
+    model = TinyLlama(variant_config("llama", init_std=0.3), seed=1).eval()
+    ok = kp.cached_vs_recomputed(model, prompts, 8)
+    assert ok["identical"] and ok["tokens that differ"] == 0 and ok["tokens compared"] == 12 * 8
+    assert ok["distinct generations"] > 1
+    update = KVCache.update
+
+    def stale(self, layer, k, v, start):  # a cache that hands back V shifted by one position
+        kk, vv = update(self, layer, k, v, start)
+        return kk, vv.roll(1, dims=2)
+
+    monkeypatch.setattr(KVCache, "update", stale)
+    bad = kp.cached_vs_recomputed(model, prompts, 8)
+    assert not bad["identical"] and bad["tokens that differ"] > 0
+
+
+def test_load_reference_round_trip(tmp_path):
+    from llamanat_core.study.weights import kept_run, weights_bytes
+
+    assert kp.load_reference("recall", tmp_path) is None
+    model = TinyLlama(variant_config("llama"), seed=5)
+    run = kept_run("recall", "llama", 0)
+    (tmp_path / "llama_recall_seed0.safetensors").write_bytes(weights_bytes(run, model, 1))  # as the study
+    loaded = kp.load_reference("recall", tmp_path)
+    ids = torch.randint(0, 61, (2, 13), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        assert torch.equal(loaded(ids), model(ids))
+    assert loaded.lm_head.weight is loaded.embed_tokens.weight  # still tied
+
+
+def test_measure_timing_shape_and_threads():
+    torch.set_num_threads(3)  # not the tests' one thread, so a forgotten restore shows
+    try:
+        t = kp.measure_timing(lengths=(4, 8), repeats=2)
+        assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(1)
+    assert t["lengths"] == [4, 8] and len(t["cached_ms"]) == len(t["recompute_ms"]) == 2
+    assert all(x > 0 for x in t["cached_ms"] + t["recompute_ms"])
+    assert t["machine"]["threads"] == 1 and t["machine"]["torch"] == torch.__version__
+    assert "cpu" in t["machine"]
+    json.dumps(t)  # JSON-able as it stands
+    with pytest.raises(ValueError):
+        kp.measure_timing(lengths=(1,), repeats=1)
+    with pytest.raises(ValueError, match="learned table"):
+        kp.measure_timing(lengths=(64,), repeats=1, variant="abs_pos")
+
+
+def test_timing_file_round_trip_is_atomic(tmp_path):
+    path = tmp_path / "study" / "kv_timing.json"
+    with pytest.raises(FileNotFoundError, match="llamanat study"):
+        kp.load_timing(path)
+    timing = {"lengths": [16, 32], "cached_ms": [0.5, 0.6], "recompute_ms": [0.7, 1.2],
+              "machine": {"cpu": "x", "torch": "y", "threads": 1}}
+    assert write_timing(timing, path) == path
+    assert kp.load_timing(path) == timing
+    assert [p.name for p in path.parent.iterdir()] == ["kv_timing.json"]  # no temp file left
+    path.write_text(json.dumps({"lengths": [16], "cached_ms": [1.0, 2.0], "recompute_ms": [1.0],
+                                "machine": {}}))
+    with pytest.raises(ValueError, match="malformed"):
+        kp.load_timing(path)
+
+
+def test_measure_text_timing_times_both_ways_and_checks_the_text_is_the_same(tmp_path):
+    from llamanat_core.data.text import VOCAB_SIZE
+    from llamanat_core.study.kv_timing import load_text_timing
+
+    model = TinyLlama(variant_config("llama", vocab_size=VOCAB_SIZE, max_seq_len=12), seed=0)
+    torch.set_num_threads(3)  # not the tests' one thread, so a forgotten restore shows
+    try:
+        t = kp.measure_text_timing(n_new=30, repeats=2, prompt="Emma", model=model)
+        assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(1)
+    assert t["identical"] and t["n_new"] == 30 and t["window"] == 12 and t["machine"]["threads"] == 1
+    assert t["cached_chars_per_s"] == pytest.approx(30 / t["cached_s"], rel=1e-2)
+    assert t["recompute_chars_per_s"] == pytest.approx(30 / t["recompute_s"], rel=1e-2)
+    path = write_timing(t, tmp_path / "kv_text_timing.json")
+    assert load_text_timing(path) == json.loads(json.dumps(t))
+    path.write_text(json.dumps({k: v for k, v in t.items() if k != "identical"}))
+    with pytest.raises(ValueError, match="malformed"):
+        load_text_timing(path)
+    with pytest.raises(ValueError, match="n_new"):
+        kp.measure_text_timing(n_new=0, model=model)
