@@ -19,6 +19,7 @@ import math
 
 import pandas as pd
 
+from ..study.text_recipe import best_scale
 from . import text_design as td
 from .report import MINUS, signed_number
 
@@ -127,8 +128,6 @@ def rate_table(runs: pd.DataFrame) -> pd.DataFrame:
     (`…` where some of those seeds are still to run), the selected rate marked ✓ once it
     is interior, and the bracket's state: `settled at ×k`, or `open` while the best sits
     at an edge of the rates tried or a rate lacks seeds. `runs` is `decide_tuned`'s frame."""
-    from .study.text_recipe import best_scale  # the runner's own rule for "interior"
-
     runs = td.check_frame(runs)
     rows = runs[runs.seed.isin(td.LR_SEEDS)]
     stats = rows.groupby(["size", "arm", "lr_scale"]).loss_val.agg(["mean", "count"])
