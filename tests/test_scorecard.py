@@ -12,6 +12,7 @@ from llamanat_core.analysis.scorecard import (
     CARD_COLUMNS,
     MECHANISMS,
     NOT_RUN,
+    PENDING,
     margin_score,
     rate_table,
     scorecard,
@@ -145,16 +146,24 @@ def test_every_mechanism_one_row_in_bits_against_the_margin():
     assert c.loc["layernorm", "puzzles"] == "2 rows: none worse, 1 better, none equivalent"
     assert c.loc["base 10", "puzzles"] == "1 row: 1 worse, none better, none equivalent"
     assert c.loc["geglu", "puzzles"] == NOT_RUN  # a text-only control
+    hoc = puzzles().assign(post_hoc=False)
+    hoc.loc[hoc.verdict == "equivalent", "post_hoc"] = True  # decisions only the correction makes
+    card = scorecard(hoc, verdicts(S_ROWS, "S"), verdicts(S_ROWS, "M")).set_index("arm")
+    want = "8 rows: 3 worse, none better, none equivalent (2 more post hoc)"
+    assert card.loc["postnorm", "puzzles"] == want
 
 
-def test_a_mechanism_missing_at_a_size_reads_not_run():
+def test_a_mechanism_without_its_row_at_a_size_reads_pending():
     card = scorecard(puzzles(), verdicts(S_ROWS, "S"), verdicts({"layernorm": S_ROWS["layernorm"]}, "M"))
     c = card.set_index("arm")
     for col in ("M_verdict", "M_text", "M_margin"):
-        assert c.loc["postnorm", col] == NOT_RUN
+        assert c.loc["postnorm", col] == PENDING
     words = [col for col in CARD_COLUMNS if col.endswith(("verdict", "text", "margin")) or col == "puzzles"]
     assert not card[words].isna().any().any()
     assert c.loc["layernorm", "M_margin"] == "within"
+    # a size whose study has not begun has no row at all: pending, not "not run"
+    begun = scorecard(puzzles(), verdicts(S_ROWS, "S"), verdicts(S_ROWS, "S").iloc[0:0].assign(size="M"))
+    assert set(begun.M_verdict) == set(begun.M_text) == {"pending"}
 
 
 def test_the_scorecard_names_the_column_it_lacks():
@@ -180,7 +189,7 @@ def test_the_scorecard_reads_decide_tuned_as_it_comes():
     s = v[(v["size"] == "S") & v.primary].set_index("comparison")
     assert s.loc["postnorm", "verdict"] == "worse"
     assert card.loc["postnorm", "S_bits"] == pytest.approx(s.loc["postnorm", "effect"] / math.log(2))
-    assert card.loc["postnorm", "S_verdict"] == "worse" and card.loc["mqa", "S_verdict"] == NOT_RUN
+    assert card.loc["postnorm", "S_verdict"] == "worse" and card.loc["mqa", "S_verdict"] == PENDING
 
 
 # ---------------------------------------------------------------- the rate table

@@ -32,7 +32,7 @@ MECHANISMS = {
 PUZZLE_LABELS = {arm: arm for arm in MECHANISMS if not arm.startswith("base ")} | {
     f"base {t:,.0f}": f"rope_theta={t:,.0f}" for t in td.BASES}
 """Arm label -> the puzzles' `control` label of the same mechanism."""
-NOT_RUN = "not run"
+NOT_RUN, PENDING = "not run", "pending"
 DIGITS = 4  # bits per character: the analysis' grid, 1e-4 nats, is 0.00014 bits
 BITS_PER_NAT = 1 / math.log(2)
 PUZZLE_COLUMNS = ("control", "primary", "verdict")
@@ -49,13 +49,16 @@ def _require(frame: pd.DataFrame, columns, name: str) -> None:
 
 def puzzle_summary(rows: pd.DataFrame) -> str:
     """One mechanism's primary puzzle verdicts in words: "8 rows: 3 worse, none better,
-    2 equivalent" (the rest undecided, at chance or rarely solved); `not run` for a
-    mechanism the puzzles never trained."""
+    2 equivalent" (the rest undecided, at chance or rarely solved; a post hoc decision,
+    one only the corrected analysis makes, is counted apart as the book's counts do);
+    `not run` for a mechanism the puzzles never trained."""
     if rows.empty:
         return NOT_RUN
-    count = rows.verdict.value_counts()
+    post_hoc = rows.post_hoc.astype(bool) if "post_hoc" in rows else pd.Series(False, index=rows.index)
+    count = rows.verdict[~post_hoc].value_counts()
     words = [f"{int(count.get(kind, 0)) or 'none'} {kind}" for kind in ("worse", "better", "equivalent")]
-    return f"{len(rows)} row{'s' if len(rows) != 1 else ''}: " + ", ".join(words)
+    more = f" ({int(post_hoc.sum())} more post hoc)" if post_hoc.any() else ""
+    return f"{len(rows)} row{'s' if len(rows) != 1 else ''}: " + ", ".join(words) + more
 
 
 def margin_score(ci_low: float, ci_high: float, margin: float = td.MARGIN) -> str:
@@ -87,10 +90,12 @@ def _primary(verdicts: pd.DataFrame, size: str) -> pd.DataFrame:
 
 
 def _text_cells(rows: pd.DataFrame, arm: str, size: str) -> dict:
-    """One size's cells of the card for `arm` (`not run` where it has no primary row)."""
+    """One size's cells of the card for `arm`; `pending` where it has no primary row yet
+    (every mechanism of the card is an arm of the tuned study at both sizes)."""
     if arm not in rows.index:
-        return {f"{size}_verdict": NOT_RUN, f"{size}_bits": math.nan, f"{size}_low_bits": math.nan,
-                f"{size}_high_bits": math.nan, f"{size}_text": NOT_RUN, f"{size}_margin": NOT_RUN}
+        word = PENDING
+        return {f"{size}_verdict": word, f"{size}_bits": math.nan, f"{size}_low_bits": math.nan,
+                f"{size}_high_bits": math.nan, f"{size}_text": word, f"{size}_margin": word}
     r = rows.loc[arm]
     bits, lo, hi = (float(r[c]) * BITS_PER_NAT for c in ("effect", "ci_low", "ci_high"))
     text = (f"{r.verdict}: {_bits(bits)} [{_bits(lo)}, {_bits(hi)}] bits per character"
@@ -173,5 +178,5 @@ def tuned_differences(runs: pd.DataFrame, endpoint: str = td.PRIMARY) -> pd.Data
     return pd.DataFrame(out, columns=DIFFERENCE_COLUMNS)
 
 
-__all__ = ["MECHANISMS", "scorecard", "rate_table", "puzzle_summary", "margin_score", "tuned_differences",
-           "CARD_COLUMNS", "DIFFERENCE_COLUMNS", "BITS_PER_NAT"]
+__all__ = ["MECHANISMS", "NOT_RUN", "PENDING", "scorecard", "rate_table", "puzzle_summary", "margin_score",
+           "tuned_differences", "CARD_COLUMNS", "DIFFERENCE_COLUMNS", "BITS_PER_NAT"]
