@@ -415,3 +415,21 @@ def test_the_early_stop_cells_are_read_truth_by_truth():
     table = dtab.conditional_table(cells)
     assert table.loc[("corrected", "decided at ten", "at the margin")].tolist() == ["10", "50.0%", "30.0%"]
     assert table.loc[("corrected", "equivalent at ten", "no difference"), "coverage"] == "–"
+
+
+def test_a_chapters_ledger_lists_its_rows_in_words(committed_results):
+    """The results chapter's ledger of one chapter: every row of its controls once, the
+    endpoint in words, no raw measurement name, and the registered verdict only where the
+    corrected one differs."""
+    from llamanat_core.analysis import comparisons
+
+    decided = comparisons.decide(committed_results)
+    ledger = dtab.chapter_ledger(decided, ["postnorm"])
+    rows = decided[decided.control == "postnorm"]
+    assert len(ledger) == len(rows) and list(ledger.index.names) == ["endpoint", "comparison"]
+    assert set(ledger.index.get_level_values("endpoint")) <= set(dtab.SHORT_TITLES.values())
+    assert "reference" not in ledger.columns and "solved" in ledger.columns
+    differs = (rows.registered_verdict.astype(str) != rows.verdict.astype(str)).to_numpy()
+    assert ((ledger.registered != "").to_numpy() == differs).all() and differs.any()
+    with pytest.raises(ValueError, match="controls"):
+        dtab.chapter_ledger(decided, ["no_such_control"])

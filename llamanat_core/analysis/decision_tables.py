@@ -210,15 +210,21 @@ def decision_table(decisions: pd.DataFrame, metrics=None, measurements=None) -> 
 
 def chapter_ledger(decisions: pd.DataFrame, controls) -> pd.DataFrame:
     """The rows a mechanism chapter sums up in one paragraph, listed whole for the results
-    chapter: each control's comparisons on every endpoint and regime (`decision_table`'s
-    outcome columns), with the registered analysis's verdict where the corrected one
-    differs (a decision withdrawn, or one made only post hoc); '' where they agree."""
+    chapter: each control's comparisons on every endpoint and regime (seeds, solves, the
+    effect with its interval and the verdict), with the registered analysis's verdict
+    where the corrected one differs (a decision withdrawn, or one made only post hoc);
+    '' where they agree."""
     d = decisions[decisions.control.isin(list(controls))]
     if d.empty:
         raise ValueError(f"controls: no comparison of {list(controls)} in the decisions")
-    table = decision_table(d)[OUTCOME]
+    # the endpoint and the label say the measurement; each arm's own value is in the tables above
+    shown = [c for c in OUTCOME if c not in ("reference", "control")]
+    table = decision_table(d)[shown].droplevel("measurement")
+    table.index = table.index.set_levels(table.index.levels[0].map(lambda m: SHORT_TITLES.get(m, m)),
+                                         level="endpoint")
     registered = d.get("registered_verdict", d.verdict).astype(str).to_numpy()
-    return table.assign(registered=[r if r != v else "" for r, v in zip(registered, d.verdict.astype(str))])
+    return table.rename(columns={"solved (ref vs control)": "solved"}).assign(
+        registered=[r if r != v else "" for r, v in zip(registered, d.verdict.astype(str))])
 
 
 OUTCOME = ["n", "solved (ref vs control)", "reference", "control", "effect [interval]", "verdict"]
