@@ -401,20 +401,24 @@ def test_the_text_replication_and_rate_tables_read_as_prose():
 
 def test_the_early_stop_cells_are_read_truth_by_truth():
     """A branch that covers well pooled over truths can fail one truth: the conditional
-    cells show it, and the continued branch is left out."""
-    by = {"no difference": [10, 10, 0], "at the margin": [10, 5, 3]}
-    record = {"resamples": 100, "constructions": {"corrected (x)": {
-        "decided at ten": {"n": 20, "covered": 15, "false": 3, "by_truth": by},
-        "equivalent at ten": {"n": 0, "covered": 0, "false": 0, "by_truth": {"no difference": [0, 0, 0]}},
-        "continued to forty": {"n": 80, "covered": 80, "false": 0,
-                               "by_truth": {"no difference": [80, 80, 0]}}}}}
+    cells show it, the false decisions as a share of the truth's resamples in every branch,
+    the continued branch left out, a null of the estimand marked."""
+    record = {"resamples": 140, "constructions": {"corrected (sign test, median seed)": {
+        "decided at ten": {"n": 20, "covered": 15, "false": 3,
+                           "by_truth": {"median zero, skewed": [10, 10, 0], "at the margin": [10, 5, 3]}},
+        "equivalent at ten": {"n": 0, "covered": 0, "false": 0,
+                              "by_truth": {"median zero, skewed": [0, 0, 0]}},
+        "continued to forty": {"n": 120, "covered": 120, "false": 0,
+                               "by_truth": {"median zero, skewed": [80, 80, 0],
+                                            "at the margin": [40, 40, 0]}}}}}
     cells = dtab.conditional_cells(record)
     assert set(cells.branch) == {"decided at ten", "equivalent at ten"}
     worst = cells.loc[cells.truth == "at the margin"].iloc[0]
-    assert (worst.coverage, worst["false decisions"]) == (0.5, 0.3)
+    assert (worst.coverage, worst["false decisions"], worst.null) == (0.5, 3 / 50, False)
+    assert cells.loc[cells.truth == "median zero, skewed", "null"].all()
     table = dtab.conditional_table(cells)
-    assert table.loc[("corrected", "decided at ten", "at the margin")].tolist() == ["10", "50.0%", "30.0%"]
-    assert table.loc[("corrected", "equivalent at ten", "no difference"), "coverage"] == "–"
+    assert table.loc[("corrected", "decided at ten", "at the margin")].tolist() == ["10", "50.0%", "6.00%"]
+    assert table.loc[("corrected", "equivalent at ten", "median zero, skewed, a null"), "coverage"] == "–"
 
 
 def test_a_chapters_ledger_lists_its_rows_in_words(committed_results):

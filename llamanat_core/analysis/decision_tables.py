@@ -349,27 +349,38 @@ def branch_table(record: dict) -> pd.DataFrame:
 def conditional_cells(record: dict, continued: str = "continued to forty") -> pd.DataFrame:
     """The early-stop cells of a resampling record, each truth apart: a branch's coverage
     pooled over truths can hide a truth it fails. Per construction, stage-one branch (not
-    the continued one) and truth: the resamples in the cell, the share whose interval
-    covers the truth, and the share of them decided wrongly (of the cell, not of all)."""
+    the continued one) and truth: the resamples in the cell, the share of them whose
+    interval covers the truth, the false decisions as a share of all that truth's
+    resamples (every branch: the rate the level bounds), and whether the truth is a null
+    of the construction's estimand (no difference; a skewed mean or median of zero), where
+    an early decision is wrong by definition and its interval cannot cover."""
     rows = []
     for name, cells in record["constructions"].items():
+        estimand = "median" if "median" in name else "mean"
+        totals: dict[str, int] = {}
+        for c in cells.values():
+            for truth, (n, _, _) in c["by_truth"].items():
+                totals[truth] = totals.get(truth, 0) + n
         for branch, c in cells.items():
             if branch == continued:
                 continue
             for truth, (n, covered, false) in c["by_truth"].items():
                 rows.append({"construction": name.split(" (")[0], "branch": branch, "truth": truth,
+                             "null": truth.startswith(("no difference", f"{estimand} zero")),
                              "resamples": n, "coverage": covered / n if n else float("nan"),
-                             "false decisions": false / n if n else float("nan")})
+                             "false decisions": false / totals[truth]})
     return pd.DataFrame(rows)
 
 
 def conditional_table(cells: pd.DataFrame) -> pd.DataFrame:
-    """`conditional_cells` as a chapter shows it: percentages, a cell with no resample as –."""
+    """`conditional_cells` as a chapter shows it: percentages, a cell with no resample as –,
+    a null truth marked."""
     out = cells.copy()
-    for col in ("coverage", "false decisions"):
-        out[col] = [pct(v) if v == v else "–" for v in cells[col]]
+    out["coverage"] = [pct(v) if v == v else "–" for v in cells.coverage]
+    out["false decisions"] = [f"{100 * v:.2f}%" for v in cells["false decisions"]]
     out["resamples"] = [f"{n:,}" for n in cells.resamples]
-    return out.set_index(["construction", "branch", "truth"])
+    out["truth"] = [t + (", a null" if null else "") for t, null in zip(cells.truth, cells.null)]
+    return out.drop(columns="null").set_index(["construction", "branch", "truth"])
 
 
 def resample_command(record: dict) -> str:
