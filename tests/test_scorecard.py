@@ -13,6 +13,7 @@ from llamanat_core.analysis.scorecard import (
     MECHANISMS,
     NOT_RUN,
     PENDING,
+    card_table,
     margin_score,
     rate_table,
     scorecard,
@@ -211,3 +212,12 @@ def test_the_rate_table_marks_a_best_rate_only_once_it_is_interior():
     short = rate_table(runs.drop(runs[(runs.variant == "llama") & (runs.rope_theta == 10_000.0)
                                       & (runs.lr_scale == 2.0) & (runs.seed == 2)].index))
     assert short.loc[("S", "reference"), "×2"] == "…" and short.loc[("S", "reference"), "bracket"] == "open"
+
+
+def test_the_card_table_shows_each_mechanism_once_in_words():
+    card = scorecard(puzzles(), verdicts(S_ROWS, "S"), verdicts(S_ROWS, "M"))
+    table = card_table(card)
+    assert list(table.index) == list(MECHANISMS.values())
+    assert table.loc["post-norm", "text, S"] == "worse: +0.1000 [+0.0721, +0.1298] bits per character"
+    assert table.loc["post-norm", "S against the margin"] == "beyond"
+    assert table.loc["MQA", "text, M"] == PENDING

@@ -124,6 +124,15 @@ def scorecard(puzzle_decisions: pd.DataFrame, tuned_verdicts_S: pd.DataFrame,
     return pd.DataFrame(rows, columns=CARD_COLUMNS)
 
 
+def card_table(card: pd.DataFrame) -> pd.DataFrame:
+    """The scorecard as a chapter shows it: one row per mechanism, the puzzles' count and
+    each size's text verdict with its effect and interval in bits per character (arm minus
+    reference: positive is worse), and how that interval sits against the margin."""
+    out = card.set_index("mechanism")[["puzzles", "S_text", "S_margin", "M_text", "M_margin"]]
+    return out.rename(columns={"S_text": "text, S", "S_margin": "S against the margin",
+                               "M_text": "text, M", "M_margin": "M against the margin"})
+
+
 SELECTED = " ✓"
 
 
@@ -178,5 +187,5 @@ def tuned_differences(runs: pd.DataFrame, endpoint: str = td.PRIMARY) -> pd.Data
     return pd.DataFrame(out, columns=DIFFERENCE_COLUMNS)
 
 
-__all__ = ["MECHANISMS", "NOT_RUN", "PENDING", "scorecard", "rate_table", "puzzle_summary", "margin_score",
-           "tuned_differences", "CARD_COLUMNS", "DIFFERENCE_COLUMNS", "BITS_PER_NAT"]
+__all__ = ["MECHANISMS", "NOT_RUN", "PENDING", "scorecard", "card_table", "rate_table", "puzzle_summary",
+           "margin_score", "tuned_differences", "CARD_COLUMNS", "DIFFERENCE_COLUMNS", "BITS_PER_NAT"]
