@@ -139,7 +139,7 @@ SELECTED = " ✓"
 def rate_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Each arm's learning-rate bracket as the book shows it, one row per size and arm:
     the mean validation loss over seeds 0-2 at each rate tried, in bits per character
-    (`…` where some of those seeds are still to run), the selected rate marked ✓ once it
+    ("2 of 3 seeds" where some are still to run), the selected rate marked ✓ once it
     is interior, and the bracket's state: `settled at ×k`, or `open` while the best sits
     at an edge of the rates tried or a rate lacks seeds. `runs` is `decide_tuned`'s frame."""
     runs = td.check_frame(runs)
@@ -156,7 +156,8 @@ def rate_table(runs: pd.DataFrame) -> pd.DataFrame:
         best = best_scale(complete.to_dict()) if len(complete) == len(g) else None
         row = {"size": size, "mechanism": MECHANISMS.get(arm, "reference" if arm == td.REFERENCE else arm)}
         for k in scales:
-            cell = "" if k not in g.index else "…" if k not in complete.index else \
+            cell = "" if k not in g.index else \
+                f"{int(g.loc[k, 'count'])} of {len(td.LR_SEEDS)} seeds" if k not in complete.index else \
                 f"{complete[k] * BITS_PER_NAT:.{DIGITS}f}" + (SELECTED if k == best else "")
             row[f"×{k:g}"] = cell
         row["bracket"] = f"settled at ×{best:g}" if best is not None else "open"
