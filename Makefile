@@ -113,14 +113,14 @@ test: browser venv corpus
 test-slow: venv corpus
 	$(BIN)/python -m pytest tests -m slow $(PARALLEL)
 
-# The inner loop (under 2 minutes): lint and the unit tests, eager, without the tiers
+# The inner loop (under 2 minutes): lint and the unit tests, eager, on $(WORKERS) processes, without the tiers
 # marked in pyproject.toml (compile, notebook, browser, pool, slow). Not a substitute for
 # `make test`.
 FAST_TIERS = not compile and not notebook and not browser and not pool and not slow
 
 test-fast: venv corpus
 	$(BIN)/ruff check llamanat_core tests benchmarks
-	LLAMANAT_COMPILE=0 $(BIN)/python -m pytest tests -q -m "$(FAST_TIERS)"
+	LLAMANAT_COMPILE=0 $(BIN)/python -m pytest tests -q -m "$(FAST_TIERS)" $(PARALLEL)
 
 # A reader's notebook: JupyterLab on chapters/ with the project's kernel (this venv's
 # python3). The MyST sources open as notebooks through jupytext's contents manager, and

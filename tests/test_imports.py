@@ -235,6 +235,7 @@ print(sorted(m for m in ("torch", "numpy", "pandas", "llamanat_core.commands", "
 """
 
 
+@pytest.mark.pool  # starts a Python (or dpkg) subprocess: not the inner loop
 def test_help_and_a_usage_error_load_no_torch():
     """`llamanat --help`, a subcommand's --help and a mistyped argument answer from the
     parser alone: neither torch, numpy, pandas nor the commands' module is loaded (the

@@ -99,6 +99,7 @@ def test_prose_words_count_glued_numbers_as_one_word_and_skip_directives():
     assert lint_book.page_words("Two words.\n```python\nnot = counted\n```\n") == 2
 
 
+@pytest.mark.pool  # starts a Python (or dpkg) subprocess: not the inner loop
 def test_the_script_runs_from_the_command_line_on_this_repository():
     """Whatever the counts, it answers with a summary and an exit status of 0 or 1."""
     out = subprocess.run([sys.executable, str(ROOT / "tools" / "lint_book.py")], capture_output=True,

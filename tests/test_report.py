@@ -124,6 +124,7 @@ def test_readable_tables_write_numbers_as_the_prose_does():
         ["+2.2", "+1,234.5", "0.0", "0.0"]
 
 
+@pytest.mark.pool  # starts a Python (or dpkg) subprocess: not the inner loop
 def test_glue_is_myst_nbs_without_the_iri_grammars():
     """In a new process (a chapter's kernel), gluing imports myst_nb's glue but not
     rfc3987_syntax (1.3 s of grammar compiling); nbformat still validates notebooks."""

@@ -97,6 +97,7 @@ def test_a_truncated_database_is_refused_by_name(tmp_path):
         rdata.read_lazyload(stem)
 
 
+@pytest.mark.pool  # starts a Python (or dpkg) subprocess: not the inner loop
 def test_the_real_packages_database_reads_as_the_recorded_novels(tmp_path):
     """Debian's own r-cran-janeaustenr, as `make corpus` keeps it beside the novels (not
     this file's serializer): its database holds the six novels, each the recorded text;
