@@ -222,3 +222,20 @@ def test_the_card_table_shows_each_mechanism_once_in_words():
     assert table.loc["post-norm", "text, S"] == "worse: +0.1000 [+0.0721, +0.1298] bits per character"
     assert table.loc["post-norm", "S against the margin"] == "beyond"
     assert table.loc["MQA", "text, M"] == PENDING
+
+
+def test_the_bracket_figure_draws_each_arms_means_in_bits_with_the_reference_behind():
+    from llamanat_core.analysis.scorecard import bracket_means
+
+    means = bracket_means(tuned_runs())
+    ref = means[(means.arm == "llama")]
+    assert ref.best.tolist() == [False, True, False]  # ×1 sits between ×0.5 and ×2
+    assert not means[means.arm == "postnorm"].best.any()  # best at an edge: not selected yet
+    fig = tuned.bracket_figure(means)
+    lines = {ln.get_gid(): ln for ax in fig.axes for ln in ax.get_lines() if ln.get_gid()}
+    assert set(lines) == {"bracket postnorm", "bracket base 10"}
+    post = means[means.arm == "postnorm"]
+    np.testing.assert_allclose(lines["bracket postnorm"].get_ydata(), post["mean"] / math.log(2))
+    plt.close(fig)
+    with pytest.raises(ValueError, match="size 'M'"):
+        tuned.bracket_figure(means, size="M")

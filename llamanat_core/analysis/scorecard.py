@@ -136,31 +136,42 @@ def card_table(card: pd.DataFrame) -> pd.DataFrame:
 SELECTED = " ✓"
 
 
+def bracket_means(runs: pd.DataFrame) -> pd.DataFrame:
+    """Each size's and arm's bracket so far, one row per rate tried: the mean validation
+    loss over seeds 0-2 (nats per character; NaN while some of them are still to run),
+    how many are in, and `best`, true at the selected rate once it is interior (the
+    runner's own rule, `text_recipe.best_scale`). Rows: S first, the reference first, then
+    the arms in the scorecard's order. `runs` is `decide_tuned`'s frame."""
+    runs = td.check_frame(runs)
+    stats = (runs[runs.seed.isin(td.LR_SEEDS)].groupby(["size", "arm", "lr_scale"]).loss_val
+             .agg(["mean", "count"]).reset_index())
+    complete = stats["count"] == len(td.LR_SEEDS)
+    stats["mean"] = stats["mean"].where(complete)
+    stats["best"] = False
+    for _, g in stats.groupby(["size", "arm"]):
+        best = best_scale(dict(zip(g.lr_scale, g["mean"]))) if complete[g.index].all() else None
+        stats.loc[g.index, "best"] = (g.lr_scale == best).to_numpy()
+    order = {arm: i for i, arm in enumerate([td.REFERENCE, *MECHANISMS])}
+    rank = stats["size"].ne("S").astype(int) * len(order) + stats.arm.map(order).fillna(len(order))
+    return stats.assign(rank=rank).sort_values(["rank", "lr_scale"], kind="stable").drop(columns="rank")
+
+
 def rate_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Each arm's learning-rate bracket as the book shows it, one row per size and arm:
     the mean validation loss over seeds 0-2 at each rate tried, in bits per character
     ("2 of 3 seeds" where some are still to run), the selected rate marked ✓ once it
     is interior, and the bracket's state: `settled at ×k`, or `open` while the best sits
     at an edge of the rates tried or a rate lacks seeds. `runs` is `decide_tuned`'s frame."""
-    runs = td.check_frame(runs)
-    rows = runs[runs.seed.isin(td.LR_SEEDS)]
-    stats = rows.groupby(["size", "arm", "lr_scale"]).loss_val.agg(["mean", "count"])
-    scales = sorted(stats.index.get_level_values("lr_scale").unique())
-    order = {arm: i for i, arm in enumerate([td.REFERENCE, *MECHANISMS])}
+    means = bracket_means(runs)
+    scales = sorted(means.lr_scale.unique())
     out = []
-    key = lambda kv: (kv[0][0] != "S", order.get(kv[0][1], len(order)))  # S first, the reference first
-    groups = sorted(stats.groupby(level=["size", "arm"]), key=key)
-    for (size, arm), g in groups:
-        g = g.droplevel(["size", "arm"])
-        complete = g[g["count"] == len(td.LR_SEEDS)]["mean"]
-        best = best_scale(complete.to_dict()) if len(complete) == len(g) else None
+    for (size, arm), g in means.groupby(["size", "arm"], sort=False):
         row = {"size": size, "mechanism": MECHANISMS.get(arm, "reference" if arm == td.REFERENCE else arm)}
-        for k in scales:
-            cell = "" if k not in g.index else \
-                f"{int(g.loc[k, 'count'])} of {len(td.LR_SEEDS)} seeds" if k not in complete.index else \
-                f"{complete[k] * BITS_PER_NAT:.{DIGITS}f}" + (SELECTED if k == best else "")
-            row[f"×{k:g}"] = cell
-        row["bracket"] = f"settled at ×{best:g}" if best is not None else "open"
+        cells = {r.lr_scale: f"{int(r.count)} of {len(td.LR_SEEDS)} seeds" if r.mean != r.mean else
+                 f"{r.mean * BITS_PER_NAT:.{DIGITS}f}" + (SELECTED if r.best else "") for r in g.itertuples()}
+        row |= {f"×{k:g}": cells.get(k, "") for k in scales}
+        best = g.lr_scale[g.best]
+        row["bracket"] = f"settled at ×{best.iloc[0]:g}" if len(best) else "open"
         out.append(row)
     return pd.DataFrame(out).set_index(["size", "mechanism"])
 
@@ -188,5 +199,6 @@ def tuned_differences(runs: pd.DataFrame, endpoint: str = td.PRIMARY) -> pd.Data
     return pd.DataFrame(out, columns=DIFFERENCE_COLUMNS)
 
 
-__all__ = ["MECHANISMS", "NOT_RUN", "PENDING", "scorecard", "card_table", "rate_table", "puzzle_summary",
-           "margin_score", "tuned_differences", "CARD_COLUMNS", "DIFFERENCE_COLUMNS", "BITS_PER_NAT"]
+__all__ = ["MECHANISMS", "NOT_RUN", "PENDING", "scorecard", "card_table", "bracket_means", "rate_table",
+           "puzzle_summary", "margin_score", "tuned_differences", "CARD_COLUMNS", "DIFFERENCE_COLUMNS",
+           "BITS_PER_NAT"]

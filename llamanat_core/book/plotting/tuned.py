@@ -1,5 +1,6 @@
-"""Figures of the tuned text study: the loss along a window (`position_figure`), and each
-mechanism's per-seed differences at both sizes beside the margin (`size_differences_figure`).
+"""Figures of the tuned text study: each arm's learning-rate bracket (`bracket_figure`), the
+loss along a window (`position_figure`), and each mechanism's per-seed differences at both
+sizes beside the margin (`size_differences_figure`).
 Imported as a module: `from llamanat_core.book.plotting import tuned`."""
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ...analysis.scorecard import DIFFERENCE_COLUMNS, MECHANISMS
-from ...analysis.text_design import MARGIN
+from ...analysis.scorecard import BITS_PER_NAT, DIFFERENCE_COLUMNS, MECHANISMS
+from ...analysis.text_design import MARGIN, REFERENCE
 from .style import BLUE, NEUTRAL, VERMILION, plain_ticks, use_book_style, variant_color
 
 SIZE_STYLE = {"S": (BLUE, "o", -0.18), "M": (VERMILION, "D", 0.18)}
@@ -19,6 +20,43 @@ SIZE_STYLE = {"S": (BLUE, "o", -0.18), "M": (VERMILION, "D", 0.18)}
 
 def _colour(name_or_colour: str) -> str:
     return name_or_colour if name_or_colour.startswith("#") else variant_color(name_or_colour)
+
+
+def bracket_figure(means: pd.DataFrame, size: str = "S", columns: int = 4):
+    """One small panel per arm at `size` (`scorecard.bracket_means`): its mean validation
+    loss over seeds 0-2 at each rate tried, in bits per character on a log-2 rate axis,
+    the reference's bracket in grey behind it, the selected rate filled once interior. A
+    rate still missing seeds is left out; an arm's line has gid "bracket ARM"."""
+    rows = means[(means["size"] == size) & means["mean"].notna()]
+    if rows.empty:
+        raise ValueError(f"no complete rate of any arm at size {size!r} in the bracket means")
+    arms = [a for a in dict.fromkeys(rows.arm) if a != REFERENCE]
+    ref = rows[rows.arm == REFERENCE]
+    use_book_style()
+    n_rows = max(1, math.ceil(len(arms) / columns))
+    # each panel its own loss scale: one diverged rate would flatten every other bracket
+    fig, axes = plt.subplots(n_rows, columns, figsize=(6.4, 1.55 * n_rows + 0.4), sharex=True,
+                             layout="constrained", squeeze=False)
+    scales = sorted(rows.lr_scale.unique())
+    for ax, arm in zip(axes.flat, arms):
+        if len(ref):
+            ax.plot(ref.lr_scale, ref["mean"] * BITS_PER_NAT, color=NEUTRAL, lw=1.2, marker=".")
+        g = rows[rows.arm == arm]
+        colour = _colour(arm) if not arm.startswith("base ") else BLUE
+        ax.plot(g.lr_scale, g["mean"] * BITS_PER_NAT, color=colour, lw=1.6, marker="o", ms=3.5,
+                markerfacecolor="white", gid=f"bracket {arm}")
+        best = g[g.best]
+        ax.plot(best.lr_scale, best["mean"] * BITS_PER_NAT, ls="none", marker="o", ms=5, color=colour)
+        ax.set_title(MECHANISMS.get(arm, arm), fontsize=8)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(scales, [f"×{k:g}" for k in scales])
+        ax.minorticks_off()
+        ax.tick_params(labelsize=7.5)
+    for ax in axes.flat[len(arms):]:
+        ax.set_visible(False)
+    fig.supxlabel("peak learning rate (× the first edition's)", fontsize=9)
+    fig.supylabel("validation loss (bits per character)", fontsize=9)
+    return fig
 
 
 def position_figure(curves: dict[str, np.ndarray], colours: dict[str, str]):
