@@ -340,20 +340,53 @@ def text_rows() -> list[dict]:
              "margin": round(TEXT_MARGIN / TEXT_UNIT)} for c, g in d.groupby("comparison", sort=False)]
 
 
-def resampling(seed: int, draws: int, text: bool = False) -> dict:
+def _empty_tally() -> dict:
+    cell = lambda: {"n": 0, "covered": 0, "false": 0, "by_truth": {}}  # noqa: E731
+    return {name: {b: cell() for b in BRANCHES} for name in RESAMPLED}
+
+
+def _resample_rows(job) -> dict:
+    """One worker's share of the rows, each drawn from its own stream (seed, row index),
+    so the tally does not depend on how the rows are shared out."""
+    seed, indexed, draws, text = job
+    tally = _empty_tally()
+    for i, row in indexed:
+        resample_row(np.random.default_rng([seed, i]), row, draws, tally, STAGE_ONE_RULES[text])
+    return tally
+
+
+def _add_tallies(into: dict, other: dict) -> None:
+    for name, cells in other.items():
+        for branch, c in cells.items():
+            cell = into[name][branch]
+            for k in ("n", "covered", "false"):
+                cell[k] += c[k]
+            for truth, counts in c["by_truth"].items():
+                have = cell["by_truth"].setdefault(truth, [0, 0, 0])
+                have[:] = [a + b for a, b in zip(have, counts)]
+
+
+def resampling(seed: int, draws: int, text: bool = False, workers: int = 1) -> dict:
     """The validation on the study's own rows (the text study's with `text`): per
     construction and branch, how many resamples took the branch, the share whose interval
     covers the truth (of those), and the false decisions it made as a share of every
-    resample (so the branches add up to the construction's whole false-decision rate)."""
+    resample (so the branches add up to the construction's whole false-decision rate).
+    Each row draws from its own stream, so `workers` processes give the same numbers."""
     from llamanat_core.analysis.comparisons import row_differences
     from llamanat_core.study import load_results
 
     rows = text_rows() if text else row_differences(load_results())
-    rng = np.random.default_rng(seed)
-    tally = {name: {b: {"n": 0, "covered": 0, "false": 0, "by_truth": {}} for b in BRANCHES}
-             for name in RESAMPLED}
-    for row in rows:
-        resample_row(rng, row, draws, tally, STAGE_ONE_RULES[text])
+    jobs = [(seed, [(i, rows[i]) for i in range(w, len(rows), workers)], draws, text) for w in range(workers)]
+    if workers == 1:
+        parts = [_resample_rows(jobs[0])]
+    else:
+        import multiprocessing
+
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            parts = pool.map(_resample_rows, jobs)
+    tally = _empty_tally()
+    for part in parts:
+        _add_tallies(tally, part)
     total = sum(c["n"] for c in tally[next(iter(RESAMPLED))].values())
     for cells in tally.values():
         for cell in cells.values():
@@ -362,7 +395,7 @@ def resampling(seed: int, draws: int, text: bool = False) -> dict:
     command = f"python benchmarks/sequential_design.py --resample {draws}{' --text' if text else ''} --write"
     return {"rows": len(rows), "draws_per_truth": draws, "resamples": total, "seed": seed, "text": text,
             "stage_one_rule": {name: rule.__name__ for name, rule in STAGE_ONE_RULES[text].items()},
-            "command": command,
+            "command": command, "streams": "one per row: numpy default_rng([seed, row index])",
             "level": RESAMPLE_LEVEL, "truths": list(populations(rows[0]["differences"], 1.0)),
             "constructions": tally}
 
@@ -393,6 +426,8 @@ def main(argv=None) -> int:
                     help="instead: resample each study row's own differences, DRAWS per truth "
                          f"(no number: the committed count, {RESAMPLE_DRAWS[False]} for the puzzles, "
                          f"{RESAMPLE_DRAWS[True]} for text; with --write, to {RESAMPLE_OUT.name})")
+    ap.add_argument("--workers", type=int, default=1,
+                    help="with --resample: processes sharing the rows (the numbers do not change)")
     ap.add_argument("--text", action="store_true",
                     help="with --resample: the text study's rows "
                          f"(with --write, to {TEXT_RESAMPLE_OUT.name})")
@@ -600,7 +635,7 @@ def resample_main(args) -> int:
             print(f"written: {SURVIVAL_OUT}")
         return 0
     draws = RESAMPLE_DRAWS[args.text] if args.resample == -1 else args.resample
-    rec = resampling(args.seed, draws, args.text)
+    rec = resampling(args.seed, draws, args.text, args.workers)
     print_resampling(rec)
     print(f"({time.perf_counter() - t0:.0f} s)")
     if args.write:
