@@ -33,7 +33,7 @@ from .study.executors import check_ray
 from .study.kv_timing import TEXT_TIMING_FIELDS, ensure_timing
 from .study.text_plan import LR_SEEDS, TEXT_MEASUREMENTS
 from .study.text_recipe import recipe_budget, run_tuned, stored_in, tuned_plan
-from .study.verify import TOLERANCE, VERIFY_STEPS, describe, verify
+from .study.verify import TOLERANCE, VERIFY_LR_SUM, VERIFY_STEPS, describe, verify
 from .train.compiled import compile_default
 from .train.loop import Budget, TaskSpec, fit
 from .train.text import SELECTION, TEXT_ENDPOINTS, TextBudget, fit_text
@@ -235,8 +235,9 @@ def _executor_options(args, measurements) -> dict:
 
 def cmd_verify(args) -> int:
     cache_dir = Path(args.cache_dir) if args.cache_dir else STUDY_DIR
-    print(f"verify: re-fitting the first {VERIFY_STEPS} steps of committed runs (plain loop, "
-          f"1 thread); tolerance {TOLERANCE:.0e} on every step's training loss", file=sys.stderr)
+    print(f"verify: re-fitting the first {VERIFY_STEPS} steps of committed runs, fewer where their "
+          f"learning rates sum past {VERIFY_LR_SUM:g} (plain loop, 1 thread); tolerance "
+          f"{TOLERANCE:.0e} on every step's training loss", file=sys.stderr)
     checks = verify(cache_dir, args.sample, args.runs, progress=lambda c: print(describe(c), flush=True))
     bad = [c for c in checks if not c.ok]
     if bad:

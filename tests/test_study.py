@@ -382,6 +382,32 @@ def test_verify_catches_a_real_change(monkeypatch, task, change):
     assert not check.ok, f"{change}: max |Δloss| {check.max_diff:.1e} within the tolerance"
 
 
+def test_the_verify_window_is_measured_in_learning_rate():
+    """50 steps at the puzzles' constant 1e-3; a text run at x16 reaches the same summed
+    rate in its warm-up's first 26 steps, so only those are compared."""
+    puzzle = committed_entry(task="recall", variant="llama", regime="finite", seed=0)["record"]
+    fast = committed_entry(task="text", variant="llama", seed=0, lr_scale=16.0, decay="matrices")["record"]
+    slow = committed_entry(task="text", variant="llama", seed=0, lr_scale=4.0, decay="matrices")["record"]
+    assert verify_module.verify_window(puzzle) == verify_module.VERIFY_STEPS == 50
+    assert verify_module.verify_window(slow) == 50
+    assert verify_module.verify_window(fast) == 26
+    assert verify_module.verify_window(fast, steps=10) == 10
+
+
+@pytest.mark.parametrize("change", ["none", "lr x 1.01"])
+def test_verify_judges_a_high_rate_text_run_over_its_window(change):
+    """The tuned text run at x16: rounding stays inside the tolerance over its window
+    (re-fitted for 50 steps it would not), and a 1 % change of its rate is still caught."""
+    entry = json.loads(json.dumps(
+        committed_entry(task="text", variant="llama", seed=0, lr_scale=16.0, decay="matrices")))
+    if change == "lr x 1.01":
+        entry["record"]["budget"]["lr"] *= 1.01
+        entry["record"]["lr_scale"] *= 1.01
+    check = verify_module.check(entry)
+    assert check.steps == 26
+    assert check.ok == (change == "none"), verify_module.describe(check)
+
+
 def test_verify_cli_names_what_differs(tmp_path, capsys):
     """A cache whose runs disagree with the code: exit 1, naming the runs."""
     from llamanat_core.cli import main
