@@ -137,31 +137,30 @@ class Finding:
         return "worse" if self.agree == {"worse"} else "not better"
 
 
+def speed_and_accuracy(measurement: str, control: str, task: str = "recall") -> tuple[VerdictRef, ...]:
+    """A control's two comparisons that test a finding: time to solve and accuracy at 1,200 steps."""
+    return tuple(VerdictRef(measurement, control, task, metric) for metric in ("speed", "test_acc@1200"))
+
+
+# (agree, against) for the three published directions
+BETTER = frozenset({"better"}), frozenset({"worse", "equivalent"})
+WORSE = frozenset({"worse"}), frozenset({"better", "equivalent"})
+NOT_BETTER = frozenset({"worse", "equivalent"}), frozenset({"better"})
+
 FINDINGS = (
     Finding("a", "a", "in domain, abs_pos fits addition fastest",
-            (VerdictRef("matrix", "abs_pos", "addition", "speed"),
-             VerdictRef("matrix", "abs_pos", "addition", "test_acc@1200")),
-            frozenset({"better"}), frozenset({"worse", "equivalent"})),
+            speed_and_accuracy("matrix", "abs_pos", "addition"), *BETTER),
     Finding("b", "b", "trained at 4 pairs, llama holds at 8 and 12 pairs while abs_pos falls",
             (VerdictRef("length", "abs_pos", "recall", "length_8"),
-             VerdictRef("length", "abs_pos", "recall", "length_12")),
-            frozenset({"worse"}), frozenset({"better", "equivalent"})),
+             VerdictRef("length", "abs_pos", "recall", "length_12")), *WORSE),
     Finding("c", "c", "the GELU MLP never leaves the floor on recall",
-            (VerdictRef("matrix", "gelu_mlp", "recall", "speed"),
-             VerdictRef("matrix", "gelu_mlp", "recall", "test_acc@1200")),
-            frozenset({"worse"}), frozenset({"better", "equivalent"})),
+            speed_and_accuracy("matrix", "gelu_mlp"), *WORSE),
     Finding("d base 10", "d", "rotation base 10 lands below 10,000 in domain",
-            (VerdictRef("sweep", "rope_theta=10", "recall", "speed"),
-             VerdictRef("sweep", "rope_theta=10", "recall", "test_acc@1200")),
-            frozenset({"worse"}), frozenset({"better", "equivalent"})),
+            speed_and_accuracy("sweep", "rope_theta=10"), *WORSE),
     Finding("d base 1,000,000", "d", "rotation base 1,000,000 is no lead over 10,000",
-            (VerdictRef("sweep", "rope_theta=1,000,000", "recall", "speed"),
-             VerdictRef("sweep", "rope_theta=1,000,000", "recall", "test_acc@1200")),
-            frozenset({"worse", "equivalent"}), frozenset({"better"})),
+            speed_and_accuracy("sweep", "rope_theta=1,000,000"), *NOT_BETTER),
     Finding("e copy", "e", "copying the value falls short of naming it",
-            (VerdictRef("alphabet", "llama copy", "recall", "speed"),
-             VerdictRef("alphabet", "llama copy", "recall", "test_acc@1200")),
-            frozenset({"worse"}), frozenset({"better", "equivalent"})),
+            speed_and_accuracy("alphabet", "llama copy"), *WORSE),
     Finding("e untied", "e", "untying the embeddings moves copy the wrong way",
             (), frozenset(), frozenset(),
             no_test="the study compares each variant's copy answers with its own name "

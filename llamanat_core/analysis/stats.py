@@ -72,6 +72,7 @@ def chance_floor(task: str, n_pairs: int = 4) -> float:
     raise ValueError(f"unknown task {task!r}; choose 'addition' or 'recall'")
 
 
+@functools.lru_cache(maxsize=64)  # a binomial quantile, asked for thousands of times per decision
 def chance_ceiling(task: str, n_pairs: int = 4, n_items: int = N_ITEMS, level: float = 0.95) -> int:
     """The most items a guesser gets right, at the 95 % level: counts at or below it are at chance.
 

@@ -30,9 +30,8 @@ from .style import (
     NEUTRAL,
     PALETTE,
     VERDICT_COLORS,
-    keep_end_labels_inside,
     plain_number,
-    step_panel_axes,
+    step_panel_grid,
     use_book_style,
 )
 
@@ -191,35 +190,19 @@ def solve_curves_figure(cells: dict, cap: float, reference: str = "reference", c
     control. `cells` maps (row title, column title) -> (reference solve steps, control
     solve steps), NaN where a run never solved; the control of a column is named by its
     title. `notes` maps a cell to a short text (its verdict) written in the panel."""
-    use_book_style()
-    rows = list(dict.fromkeys(r for r, _ in cells))
-    cols = list(dict.fromkeys(c for _, c in cells))
-    colors = colors or {}
-    fig, axes = plt.subplots(len(rows), len(cols), figsize=(panel[0] * len(cols) + 1.3,
-                                                            panel[1] * len(rows) + 0.9),
-                             sharex=True, sharey=True, squeeze=False, layout="constrained")
     grid = np.linspace(0.0, cap, 97)
-    for i, r in enumerate(rows):
-        for j, c in enumerate(cols):
-            ax = axes[i, j]
-            if (r, c) not in cells:
-                ax.set_axis_off()
-                continue
-            ref, ctl = cells[(r, c)]
-            ax.step(grid, 100 * share_solved(ref, grid), where="post", **REFERENCE_STYLE)
-            ax.step(grid, 100 * share_solved(ctl, grid), where="post", color=colors.get(c, PALETTE[3]),
-                    lw=1.6)
-            if notes and (r, c) in notes:  # above the 100 % line, where no curve goes
-                ax.text(0.03, 0.98, notes[(r, c)], transform=ax.transAxes, ha="left", va="top", fontsize=7.5,
-                        color=CHANCE_COLOR)
-            step_panel_axes(ax, cap, 125, c if i == 0 else None, f"{r}\nsolved (%)" if j == 0 else None,
-                            i == len(rows) - 1, colors.get(c, "black"))
-    for ax in axes[-1]:  # after every panel's ticks are set (shared axes rebuild them)
-        keep_end_labels_inside(ax)  # panels side by side: "4,800" never meets the next "0"
+
+    def draw(ax, cell, colour):
+        ref, ctl = cells[cell]
+        ax.step(grid, 100 * share_solved(ref, grid), where="post", **REFERENCE_STYLE)
+        ax.step(grid, 100 * share_solved(ctl, grid), where="post", color=colour, lw=1.6)
+        if notes and cell in notes:  # above the 100 % line, where no curve goes
+            ax.text(0.03, 0.98, notes[cell], transform=ax.transAxes, ha="left", va="top", fontsize=7.5,
+                    color=CHANCE_COLOR)
+
     handles = [Line2D([], [], label=reference, **REFERENCE_STYLE),
                Line2D([], [], color=NEUTRAL, lw=1.6, label="control (the column's, in its colour)")]
-    fig.legend(handles=handles, loc="outside lower center", ncol=2, fontsize=8.5)
-    return fig
+    return step_panel_grid(cells, cap, 125, "solved (%)", panel, draw, handles, colors)
 
 
 # ---------------------------------------------------------------- per-seed strips

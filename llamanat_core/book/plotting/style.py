@@ -245,3 +245,32 @@ def step_panel_axes(ax, cap: float, top: float, title: str | None, ylabel: str |
     if xlabel:
         ax.set_xlabel("step", fontsize=8.5)
     ax.tick_params(labelsize=7.5)
+
+
+def step_panel_grid(cells: dict, cap: float, top: float, ylabel: str, panel: tuple[float, float],
+                    draw, handles: list, colors: dict | None = None):
+    """A grid of step-curve panels: one per cell, keyed (row title, column title), rows and
+    columns in the order the keys first appear, an empty panel where a pair is missing.
+    `draw(ax, cell, colour)` draws a cell's curves in its column's colour; the grid sets
+    every panel's axes (`step_panel_axes`), titles the top row by column and the left
+    column by row, and puts `handles` in one legend row below."""
+    use_book_style()
+    rows = list(dict.fromkeys(r for r, _ in cells))
+    cols = list(dict.fromkeys(c for _, c in cells))
+    colors = colors or {}
+    size = (panel[0] * len(cols) + 1.3, panel[1] * len(rows) + 0.9)
+    fig, axes = plt.subplots(len(rows), len(cols), figsize=size, sharex=True, sharey=True, squeeze=False,
+                             layout="constrained")
+    for i, r in enumerate(rows):
+        for j, c in enumerate(cols):
+            ax = axes[i, j]
+            if (r, c) not in cells:
+                ax.set_axis_off()
+                continue
+            draw(ax, (r, c), colors.get(c, PALETTE[3]))
+            step_panel_axes(ax, cap, top, c if i == 0 else None, f"{r}\n{ylabel}" if j == 0 else None,
+                            i == len(rows) - 1, colors.get(c, "black"))
+    for ax in axes[-1]:  # after every panel's ticks are set (shared axes rebuild them)
+        keep_end_labels_inside(ax)  # panels side by side: "4,800" never meets the next "0"
+    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=8.5)
+    return fig

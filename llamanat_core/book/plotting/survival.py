@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import warnings
 
-import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.lines import Line2D
 
 from ...analysis.stats import CONFIDENCE, kaplan_meier
-from .style import CHANCE_COLOR, NEUTRAL, PALETTE, keep_end_labels_inside, step_panel_axes, use_book_style
+from .style import CHANCE_COLOR, NEUTRAL, step_panel_grid
 
 REFERENCE = {"color": "#555555", "lw": 1.3, "ls": "--"}
 
@@ -41,31 +40,15 @@ def kaplan_meier_figure(cells: dict, cap: float, reference: str = "reference", c
     step, reference dashed grey and control in its colour. `cells` maps (row title, column
     title) -> ((reference times, reference solved), (control times, control solved)), times
     the solve step or the cap; `notes` maps a cell to a short text written in the panel."""
-    use_book_style()
-    rows = list(dict.fromkeys(r for r, _ in cells))
-    cols = list(dict.fromkeys(c for _, c in cells))
-    colors = colors or {}
-    size = (panel[0] * len(cols) + 1.3, panel[1] * len(rows) + 0.9)
-    fig, axes = plt.subplots(len(rows), len(cols), figsize=size, sharex=True, sharey=True, squeeze=False,
-                             layout="constrained")
-    for i, r in enumerate(rows):
-        for j, c in enumerate(cols):
-            ax = axes[i, j]
-            if (r, c) not in cells:
-                ax.set_axis_off()
-                continue
-            ref, ctl = cells[(r, c)]
-            _curve(ax, *ref, cap, REFERENCE)
-            _curve(ax, *ctl, cap, {"color": colors.get(c, PALETTE[3]), "lw": 1.6})
-            if notes and (r, c) in notes:
-                ax.text(0.04, 0.04, notes[(r, c)], transform=ax.transAxes, ha="left", va="bottom", fontsize=7,
-                        color=CHANCE_COLOR)  # bottom left: every curve starts at the top
-            step_panel_axes(ax, cap, 105, c if i == 0 else None, f"{r}\nnot solved (%)" if j == 0 else None,
-                            i == len(rows) - 1, colors.get(c, "black"))
-    for ax in axes[-1]:
-        keep_end_labels_inside(ax)
+    def draw(ax, cell, colour):
+        ref, ctl = cells[cell]
+        _curve(ax, *ref, cap, REFERENCE)
+        _curve(ax, *ctl, cap, {"color": colour, "lw": 1.6})
+        if notes and cell in notes:
+            ax.text(0.04, 0.04, notes[cell], transform=ax.transAxes, ha="left", va="bottom", fontsize=7,
+                    color=CHANCE_COLOR)  # bottom left: every curve starts at the top
+
     handles = [Line2D([], [], label=reference, **REFERENCE),
                Line2D([], [], color=NEUTRAL, lw=1.6, label="control (the column's, in its colour)"),
                Line2D([], [], color=NEUTRAL, marker="|", ls="", ms=9, mew=1.6, label="unsolved at the cap")]
-    fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=8.5)
-    return fig
+    return step_panel_grid(cells, cap, 105, "not solved (%)", panel, draw, handles, colors)
