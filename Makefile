@@ -105,7 +105,7 @@ test: browser venv corpus
 	$(BIN)/llamanat verify > $(VERIFY_LOG) 2>&1 & verify=$$!; \
 		$(BOOK_BUILD) || { wait $$verify; cat $(VERIFY_LOG); exit 1; }; \
 		LLAMANAT_REQUIRE_BOOK=1 $(BIN)/python -m pytest tests artifacts/*.ipynb $(NBVAL) $(PARALLEL) \
-			-m "not slow"; tested=$$?; \
+			-m "not slow" --durations=20; tested=$$?; \
 		wait $$verify; verified=$$?; cat $(VERIFY_LOG); test $$tested -eq 0 && test $$verified -eq 0
 
 # The slow tier alone (tests marked `slow`: each chapter's tiny-budget fresh run but the
@@ -141,4 +141,4 @@ bench: venv
 	$(BIN)/python benchmarks/train_step.py
 
 clean:
-	rm -rf _build
+	rm -rf _build .cache

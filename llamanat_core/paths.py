@@ -18,6 +18,7 @@ NGRAM_BASELINES_PATH = STUDY_DIR / "ngram_baselines.json"  # the counted models'
 FIGURES_DIR = ARTIFACTS_DIR / "figures"
 DIAGRAM_PATH = FIGURES_DIR / "decoder.png"  # the README's picture (`make figures`)
 QUICK_DIR = Path(".quick")  # `llamanat study --quick`: relative to where it is run
+DECISIONS_CACHE_DIR = ROOT / ".cache" / "decisions"  # decisions already computed; never committed
 FRESH_DIR = ROOT / ".fresh"  # a reader's own re-runs; never committed
 FRESH_CHAPTERS_DIR = FRESH_DIR / "chapters"  # `llamanat chapters` with parameters
 FRESH_DIR_ENV = "LLAMANAT_FRESH_DIR"

@@ -2,8 +2,10 @@
 and written once, a killed driver resumed to the same files, and bad input refused in one
 line with exit code 2.
 
-One local Ray instance (2 CPUs, ~2 s to start on a quiet machine) serves the module; the
-killed driver (the slow tier) starts its own beside it. Each runs with its own token (RAY_AUTH_TOKEN, so
+One local Ray instance (2 CPUs) serves the module's slow tier (`make test-slow`: starting
+Ray and training through it take about a minute of `make test`'s five); the killed driver
+starts its own beside it. Bad input and the start-up retry need no instance and stay in
+`make test`. Each runs with its own token (RAY_AUTH_TOKEN, so
 nothing is written to ~/.ray) and a short temporary folder (Ray's Unix socket paths are
 limited to about 107 characters).
 """
@@ -79,6 +81,7 @@ def stores(monkeypatch):
     return counts
 
 
+@pytest.mark.slow  # a Ray instance: the slow tier
 def test_local_instance_is_private(ray_instance):
     """Servers on 127.0.0.1, token authentication on, no dashboard."""
     from ray._raylet import AuthenticationMode, get_authentication_mode
@@ -90,6 +93,7 @@ def test_local_instance_is_private(ray_instance):
     assert ray_instance.nodes()[0]["NodeManagerAddress"] == "127.0.0.1"
 
 
+@pytest.mark.slow  # a Ray instance: the slow tier
 def test_ray_writes_the_same_files_as_the_local_pool(ray_instance, reference, tmp_path, stores):
     study(tmp_path, executor="ray")
     assert read_all(tmp_path) == reference  # run files (seconds aside) and weights, byte for byte
@@ -99,6 +103,7 @@ def test_ray_writes_the_same_files_as_the_local_pool(ray_instance, reference, tm
     assert not stores
 
 
+@pytest.mark.slow  # a Ray instance: the slow tier
 def test_a_killed_worker_is_retried_and_written_once(ray_instance, reference, tmp_path, stores):
     started = tmp_path / "started"
     started.mkdir()

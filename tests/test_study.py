@@ -209,6 +209,7 @@ def test_a_running_study_refuses_a_second_and_stops_cleanly_on_sigterm(tiny_refe
 
 @on_linux
 @pytest.mark.pool
+@pytest.mark.slow  # ~30 s; SIGTERM's stop and resume, above, stay in `make test`
 def test_sigkilled_driver_leaves_no_worker_and_the_study_resumes(tiny_reference, tmp_path,
                                                                  monkeypatch, capsys):
     """SIGKILL gives the driver no time to end its pool: each worker notices that its driver

@@ -25,6 +25,7 @@ import pandas as pd
 from ..study import MEASUREMENTS, chapter_results, every_seed
 from . import comparisons
 from .comparisons import ENDPOINTS, variant_rows
+from .decision_cache import decided
 from .report import pct, signed_number
 from .text_comparisons import WINDOWS
 
@@ -48,7 +49,8 @@ def chapter_decisions(seeds, steps=None, fresh: bool = False):
     study runner), are read as asked. `runs` is `comparisons.runs_table`, one row per run."""
     seeds = every_seed(seeds, fresh)
     results = chapter_results(list(MEASUREMENTS), fresh=fresh, seeds=seeds, steps=steps, regime=None)
-    return results, comparisons.runs_table(results), comparisons.decide(results)
+    # every chapter asks for the same frame: computed once per code and data (decision_cache)
+    return results, comparisons.runs_table(results), decided(results, comparisons.decide, "decide()")
 
 
 # ---------------------------------------------------------------- words and numbers
