@@ -215,6 +215,25 @@ def test_the_rate_table_marks_a_best_rate_only_once_it_is_interior():
     assert short.loc[("S", "reference"), "bracket"] == "open"
 
 
+def test_unplanned_runs_are_those_no_stage_calls_for_yet():
+    """Seeds past 0-2 only at an arm's selected rate or the reference's; M only for an arm
+    settled at S. post-norm's bracket is open (its best sits at an edge), so its seed 5 at
+    ×2 and any M run of it are unplanned; the reference's M runs are not."""
+    from llamanat_core.analysis.scorecard import unplanned_runs
+
+    runs = tuned_runs(seeds=range(3))
+    extra = tuned_runs(seeds=range(10)).query("seed >= 3")
+    ref_best = extra[(extra.variant == "llama") & (extra.rope_theta == 10_000.0) & (extra.lr_scale == 1.0)]
+    post_common = extra[(extra.variant == "postnorm") & (extra.lr_scale == 1.0)]
+    post_edge = extra[(extra.variant == "postnorm") & (extra.lr_scale == 2.0) & (extra.seed == 5)]
+    ref_m = tuned_runs(planted={"llama": PLANTED["llama"]}, sizes=("M",), seeds=range(3))
+    assert unplanned_runs(pd.concat([runs, ref_best, post_common, ref_m])).empty
+    found = unplanned_runs(pd.concat([runs, post_edge]))
+    assert list(zip(found.arm, found.seed, found.lr_scale)) == [("postnorm", 5, 2.0)]
+    post_m = tuned_runs(planted={"postnorm": PLANTED["postnorm"]}, sizes=("M",), seeds=range(1))
+    assert set(unplanned_runs(pd.concat([runs, post_m])).arm) == {"postnorm"}
+
+
 def test_the_card_table_shows_each_mechanism_once_in_words():
     card = scorecard(puzzles(), verdicts(S_ROWS, "S"), verdicts(S_ROWS, "M"))
     table = card_table(card)

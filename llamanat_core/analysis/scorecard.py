@@ -156,6 +156,26 @@ def bracket_means(runs: pd.DataFrame) -> pd.DataFrame:
     return stats.assign(rank=rank).sort_values(["rank", "lr_scale"], kind="stable").drop(columns="rank")
 
 
+def unplanned_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs the tuned study's stages do not call for yet: past the selection seeds, a
+    run at a rate that is neither its arm's selected rate nor the reference's (both chosen
+    at its size), or at M for an arm whose S bracket is open. Empty while the runner has
+    kept its order (the text chapter says so)."""
+    frame = td.check_frame(runs)
+    means = bracket_means(runs)
+    chosen = means[means.best]
+    own = set(zip(chosen["size"], chosen.arm, chosen.lr_scale))
+    reference = dict(zip(chosen.loc[chosen.arm == td.REFERENCE, "size"],
+                         chosen.loc[chosen.arm == td.REFERENCE, "lr_scale"]))
+    settled_at_s = set(chosen.loc[chosen["size"] == "S", "arm"])
+    beyond = ~frame.seed.isin(td.LR_SEEDS)
+    cells = zip(frame["size"], frame.arm, frame.lr_scale)
+    planned_rate = pd.Series([(z, a, r) in own or reference.get(z) == r for z, a, r in cells],
+                             index=frame.index)
+    early_m = frame["size"].ne("S") & ~frame.arm.isin(settled_at_s)
+    return frame[(beyond & ~planned_rate) | early_m]
+
+
 def rate_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Each arm's learning-rate bracket as the book shows it, one row per size and arm:
     the mean validation loss over seeds 0-2 at each rate tried, in bits per character
