@@ -208,6 +208,39 @@ def test_only_a_settled_best_rate_owes_its_weights(tmp_path):
     assert owed[0] not in still and len(still) == len(owed) - 1
 
 
+def test_the_runner_trains_owed_weights_before_the_next_runs(tmp_path, monkeypatch):
+    """A settled plan with two runs not stored yet and every best-rate weight missing: the
+    runner's first batch is exactly the owed weights, its second the two runs."""
+    from llamanat_core.study.plan import unique_runs
+    from llamanat_core.study.weights import weights_path
+
+    plan, done, _ = _settle()
+    held_back = {r.key for r in plan["tuned"] if r.seed >= 3}
+    held_back = set(sorted(held_back)[:2])
+    stored = lambda r: ({"endpoints": {"loss_val": _loss(r)}} if r.key in done and r.key not in held_back
+                        else None)
+    owed = tr.weights_owed(plan, tmp_path / "w")
+    batches = []
+
+    def fake_run_study(runs, cache_dir, workers, weights_dir, **_):
+        batches.append(runs)
+        if len(batches) > 1:
+            raise StopIteration  # enough: the second batch is what this test reads
+        for r in runs:  # the owed weights now exist
+            path = weights_path(r, weights_dir)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(b"kept")
+
+    monkeypatch.setattr(tr, "run_study", fake_run_study)
+    monkeypatch.setattr(tr, "stored_in", lambda cache_dir: stored)
+    monkeypatch.setattr(tr, "write_tuned_summary", lambda *a, **k: plan)
+    with pytest.raises(StopIteration):
+        tr.run_tuned(tmp_path, weights_dir=tmp_path / "w", progress=False)
+    assert owed and [r.key for r in batches[0]] == [r.key for r in unique_runs({"owed": owed})]
+    assert {r.key for r in batches[1]} == held_back
+    assert {r.key for r in unique_runs(plan) if stored(r) is None} == held_back
+
+
 def test_the_summary_of_a_study_in_progress_reads_every_stored_run(tmp_path):
     """The runner writes the summary after each stage: two committed runs of an open
     bracket copied into an empty cache give a two-row frame with its size, which the

@@ -259,7 +259,9 @@ def run_tuned(cache_dir: Path = STUDY_DIR, workers: int = 1, steps: int | None =
     stored = stored_in(Path(cache_dir))
     while True:
         p = write_tuned_summary(cache_dir, steps, compile, stored)
-        todo = [r for r in unique_runs(p) if stored(r) is None] + weights_owed(p, weights_dir)
+        # owed weights first: the book reads them, and a session that ends mid-stage then
+        # loses only runs whose weights nothing needs yet
+        todo = weights_owed(p, weights_dir) or [r for r in unique_runs(p) if stored(r) is None]
         if not todo:
             return p
         run_study(unique_runs({"todo": todo}), cache_dir, workers, weights_dir=weights_dir, progress=progress,
