@@ -147,3 +147,36 @@ def test_tuned_model_reads_the_kept_weights_of_the_arm_it_names(tmp_path):
         tuned_model("base 100", "M", 4.0, 1, steps=8, compile=False, weights_dir=tmp_path)
     with pytest.raises(ValueError, match="size"):
         tuned_model("base 10", "L", 4.0, 1, weights_dir=tmp_path)
+
+
+def test_settled_models_are_the_settled_arms_whose_weights_are_kept(tmp_path):
+    """llama and mqa both settle at ×1 (between ×0.5 and ×2) and post-norm's best sits at
+    an edge; only llama's seed-0 weights are kept: one model, at its selected rate."""
+    import pandas as pd
+
+    from llamanat_core.book.inside import settled_models
+
+    rows = []
+    for variant, best in (("llama", 1.0), ("mqa", 1.0), ("postnorm", 2.0)):
+        for lr in (0.5, 1.0, 2.0):
+            for seed in range(3):
+                loss = 1.5 + abs(math.log2(lr / best)) / 10
+                rows.append({"size": "S", "variant": variant, "rope_theta": 10_000.0, "lr_scale": lr,
+                             "seed": seed, "loss_val": loss, "loss_end": loss, "loss_half": loss + 0.1,
+                             "loss_2x": loss + 0.1, "loss_4x": loss + 0.2})
+    run = tuned_run("llama", (), "S", 1.0, 0, keep=True)
+    kept = TinyLlama(run.config, seed=3).eval()
+    weights_path(run, tmp_path).write_bytes(weights_bytes(run, kept, run.budget.steps))
+    models = settled_models(pd.DataFrame(rows), weights_dir=tmp_path)
+    assert list(models) == ["llama"]
+    assert torch.equal(models["llama"].lm_head.weight, kept.lm_head.weight)
+    assert settled_models(pd.DataFrame(rows), size="M", weights_dir=tmp_path) == {}
+
+
+def test_distinct_share_is_small_for_a_loop_and_one_for_new_words():
+    from llamanat_core.book.inside import distinct_share
+
+    assert distinct_share("the same " * 10) == pytest.approx(2 / 20)
+    assert distinct_share("Anne had been walking alone") == 1.0
+    with pytest.raises(ValueError, match="no word"):
+        distinct_share("  \n")

@@ -16,6 +16,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from ..analysis.scorecard import bracket_means
 from ..analysis.text_comparisons import text_arm
 from ..data.text import decode, encode
 from ..model.config import SIZES
@@ -40,6 +41,23 @@ def tuned_model(arm: str, size: str, lr_scale: float, seed: int, steps: int | No
         raise FileNotFoundError(f"no kept weights for {arm} at {size}, rate {lr_scale}, seed {seed}: "
                                 f"{weights_path(run, weights_dir)} is missing")
     return model
+
+
+def settled_models(runs: pd.DataFrame, size: str = "S", seed: int = 0,
+                   weights_dir: Path | None = None) -> dict[str, TinyLlama]:
+    """Arm label -> the model of `seed` at the arm's selected rate, for every arm whose
+    bracket at `size` has settled, in the scorecard's order (the reference first). `runs`
+    is the tuned study's frame (`study.load_tuned_results`); an arm settled but whose
+    weights are still to be trained again is left out."""
+    means = bracket_means(runs)
+    chosen = means[means.best & (means["size"] == size)]
+    out = {}
+    for arm, scale in zip(chosen.arm, chosen.lr_scale):
+        try:
+            out[arm] = tuned_model(arm, size, scale, seed, weights_dir=weights_dir)
+        except FileNotFoundError:
+            continue
+    return out
 
 
 @torch.no_grad()
@@ -85,4 +103,13 @@ def arm_samples(models: dict[str, TinyLlama], prompt: str, n_chars: int, seed: i
     return pd.DataFrame(rows, columns=["label", "greedy", "sampled"])
 
 
-__all__ = ["tuned_model", "loss_by_position", "arm_samples"]
+def distinct_share(text: str) -> float:
+    """Distinct words over words: near 1 for text that never repeats a word, small for a
+    loop ("the same the same ..." is 2 of 20 in twenty words). Words are split on spaces."""
+    words = text.split()
+    if not words:
+        raise ValueError("text holds no word")
+    return len(set(words)) / len(words)
+
+
+__all__ = ["tuned_model", "settled_models", "loss_by_position", "arm_samples", "distinct_share"]
