@@ -2,7 +2,8 @@
 
 `comparisons.decide` on the whole committed study takes a few seconds (two analyses, every
 interval inverted from an exact test), and every chapter that shows a verdict asks for the
-same frame in a kernel of its own. `decided` keeps each answer on disk under a key made of
+same frame in a kernel of its own (and `two_stage.study_plan` decides the first stage
+whenever the study's plan is read). `decided` keeps each answer on disk under a key made of
 the package's source and the results it was given, so a chapter reads the frame the first
 chapter computed, and any change to either computes it again. The folder is never
 committed; a file that cannot be read is computed again and rewritten; a folder that

@@ -14,6 +14,7 @@ from ..study.run_files import load_entry, run_path
 from ..study.text_plan import LR_SEEDS, TEXT_MEASUREMENTS, TEXT_SEEDS, text_added_plan, text_plan
 from ..train.loop import Budget
 from .comparisons import added_seed_arms, decide
+from .decision_cache import decided
 from .sequential import ADDED_SEEDS
 from .text_comparisons import decide_text, text_added_arms
 
@@ -30,7 +31,7 @@ def study_plan(cache_dir: Path = STUDY_DIR, budget: Budget = Budget(), compile: 
     entries = {r.key: e for r in runs if (e := load_entry(cache_dir, r, weights)) is not None}
     if len(entries) < len(runs):
         return first  # the rule reads a complete first stage
-    arms = added_seed_arms(decide(frame(first, entries)))
+    arms = added_seed_arms(decided(frame(first, entries), decide, "decide() of the first stage"))
     added = added_seed_plan(arms, ADDED_SEEDS, budget, compile)
     if not train_added:
         added = {m: [r for r in rs if run_path(cache_dir, r).exists()] for m, rs in added.items()}
