@@ -52,9 +52,11 @@ def test_the_ngram_table_reads_bits_on_the_half_asked_for():
     baselines = {"vocab": 81, "uniform": {"nats": math.log(81), "bits": math.log2(81)},
                  "witten_bell": {str(n): entry(n, 0.0) for n in (1, 2, 3)},
                  "kneser_ney": {str(n): entry(n, 0.05) for n in (1, 2, 3)}}
-    t = ngram_table(baselines, reference_nats=1.0 * math.log(2))
+    t = ngram_table(baselines, {"the trained reference (llama)": 1.0 * math.log(2),
+                                "tuned": 0.5 * math.log(2)})
     assert list(t.index) == ["uniform over 81 characters", "unigram (character frequencies)", "2-gram",
-                             "3-gram", "the trained reference (llama)"]
+                             "3-gram", "the trained reference (llama)", "tuned"]
+    assert t.loc["tuned"].tolist() == [0.5, 0.5]
     assert t.loc["3-gram", "Witten–Bell"] == pytest.approx((3.0 - 0.75 + 0.1) / math.log(2))  # the test half
     assert t.loc["3-gram", "Kneser–Ney"] < t.loc["3-gram", "Witten–Bell"]
     assert t.loc["the trained reference (llama)"].tolist() == [1.0, 1.0]  # nats turned into bits

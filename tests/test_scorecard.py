@@ -215,6 +215,18 @@ def test_the_rate_table_marks_a_best_rate_only_once_it_is_interior():
     assert short.loc[("S", "reference"), "bracket"] == "open"
 
 
+def test_selected_loss_reads_the_selection_seeds_at_the_selected_rate():
+    from llamanat_core.analysis.scorecard import selected_loss
+
+    runs = tuned_runs()
+    want = runs[(runs.variant == "llama") & (runs.rope_theta == 10_000.0) & (runs.lr_scale == 1.0)
+                & (runs.seed < 3)].loss_end.mean()
+    assert selected_loss(runs) == pytest.approx(want)
+    assert selected_loss(runs, column="loss_val") == pytest.approx(want)  # no rate penalty at the best
+    assert selected_loss(runs, arm="postnorm") is None  # its best sits at an edge
+    assert selected_loss(runs, size="M") is None
+
+
 def test_unplanned_runs_are_those_no_stage_calls_for_yet():
     """Seeds past 0-2 only at an arm's selected rate or the reference's; M only for an arm
     settled at S. post-norm's bracket is open (its best sits at an edge), so its seed 5 at

@@ -156,6 +156,20 @@ def bracket_means(runs: pd.DataFrame) -> pd.DataFrame:
     return stats.assign(rank=rank).sort_values(["rank", "lr_scale"], kind="stable").drop(columns="rank")
 
 
+def selected_loss(runs: pd.DataFrame, arm: str = td.REFERENCE, size: str = "S",
+                  column: str = "loss_end") -> float | None:
+    """An arm's mean `column` (nats per character) over the selection seeds at its selected
+    rate at `size`; None while its bracket is open. The default: the reference's test loss."""
+    means = bracket_means(runs)
+    chosen = means[means.best & (means.arm == arm) & (means["size"] == size)]
+    if chosen.empty:
+        return None
+    frame = td.check_frame(runs)
+    at = frame[(frame.arm == arm) & (frame["size"] == size) & (frame.lr_scale == chosen.lr_scale.iloc[0])
+               & frame.seed.isin(td.LR_SEEDS)]
+    return float(at[column].mean())
+
+
 def unplanned_runs(runs: pd.DataFrame) -> pd.DataFrame:
     """The runs the tuned study's stages do not call for yet: past the selection seeds, a
     run at a rate that is neither its arm's selected rate nor the reference's (both chosen

@@ -66,11 +66,11 @@ SMOOTHED = ("witten_bell", "kneser_ney")
 HALVES = {"val": "validation", "test": "test"}
 
 
-def ngram_table(baselines: dict, reference_nats: float | None = None, half: str = "test") -> pd.DataFrame:
+def ngram_table(baselines: dict, trained: dict[str, float] | None = None, half: str = "test") -> pd.DataFrame:
     """Bits per character on the held-out `half` of the counted models in `baselines`
     (`ngram.load_ngram_baselines()`): a uniform guess, then orders 1 (unigram) to 5, with
-    Witten–Bell and Kneser–Ney smoothing side by side, and, if given, the trained
-    reference's loss (`reference_nats`, nats per character on the same half)."""
+    Witten–Bell and Kneser–Ney smoothing side by side, and below them the trained models
+    in `trained` (row label -> loss in nats per character on the same half), in bits."""
     if half not in ("val", "test"):
         raise ValueError(f"half must be 'val' or 'test', got {half!r}")
     orders = sorted(baselines["witten_bell"], key=int)
@@ -79,6 +79,6 @@ def ngram_table(baselines: dict, reference_nats: float | None = None, half: str 
     rows |= {name.get(n, f"{n}-gram"): tuple(baselines[s][n][half]["bits"] for s in SMOOTHED)
              for n in orders}
     table = pd.DataFrame(rows, index=["Witten–Bell", "Kneser–Ney"]).T
-    if reference_nats is not None:
-        table.loc["the trained reference (llama)"] = reference_nats / math.log(2)
+    for label, nats in (trained or {}).items():
+        table.loc[label] = nats / math.log(2)
     return table.rename_axis(f"bits per character, held-out {HALVES[half]} half")
