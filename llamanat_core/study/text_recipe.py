@@ -38,7 +38,7 @@ from ..model.config import MATRIX_VARIANTS, SIZES, TEXT_CONTROLS
 from ..paths import STUDY_DIR
 from ..train.text import TextBudget
 from .committed import study_weights_dir
-from .plan import unique_runs
+from .plan import interleave_graphs, unique_runs
 from .results import TUNED_CURVES, TUNED_RESULTS, run_study, write_text_summary
 from .run import Run
 from .run_files import load_entry
@@ -249,6 +249,22 @@ def weights_owed(plan: dict[str, list[Run]], weights_dir: Path) -> list[Run]:
     return [r for r in plan["tuned"] if _weights_missing(r, weights_dir)]
 
 
+def training_order(plan: dict[str, list[Run]], stored: Stored) -> list[Run]:
+    """The plan's runs not stored yet, the most wanted first: the settled arms' seeds at
+    their own rates (the primary verdicts), then the brackets still open at S, then at M,
+    then the runs at the reference's rate (the secondary comparison). Each tier is spread
+    over its compiled graphs (`interleave_graphs`); the order changes no number."""
+    tiers = [plan["tuned"], [r for r in plan["tuned_bracket"] if r.size == "S"],
+             [r for r in plan["tuned_bracket"] if r.size != "S"], plan["tuned_common"]]
+    seen: set[str] = set()
+    out: list[Run] = []
+    for tier in tiers:
+        todo = [r for r in unique_runs({"tier": tier}) if r.key not in seen and stored(r) is None]
+        seen.update(r.key for r in todo)
+        out += interleave_graphs(todo)
+    return out
+
+
 def run_tuned(cache_dir: Path = STUDY_DIR, workers: int = 1, steps: int | None = None,
               weights_dir: Path | None = None, progress: bool = True, compile: bool = True,
               **executor_options) -> dict[str, list[Run]]:
@@ -261,11 +277,11 @@ def run_tuned(cache_dir: Path = STUDY_DIR, workers: int = 1, steps: int | None =
         p = write_tuned_summary(cache_dir, steps, compile, stored)
         # owed weights first: the book reads them, and a session that ends mid-stage then
         # loses only runs whose weights nothing needs yet
-        todo = weights_owed(p, weights_dir) or [r for r in unique_runs(p) if stored(r) is None]
+        todo = weights_owed(p, weights_dir) or training_order(p, stored)
         if not todo:
             return p
         run_study(unique_runs({"todo": todo}), cache_dir, workers, weights_dir=weights_dir, progress=progress,
-                  **executor_options)
+                  interleave=False, **executor_options)
 
 
 def write_tuned_summary(cache_dir: Path = STUDY_DIR, steps: int | None = None, compile: bool = True,
