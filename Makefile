@@ -141,4 +141,4 @@ bench: venv
 	$(BIN)/python benchmarks/train_step.py
 
 clean:
-	rm -rf _build .cache
+	rm -rf _build

@@ -18,11 +18,11 @@ NGRAM_BASELINES_PATH = STUDY_DIR / "ngram_baselines.json"  # the counted models'
 FIGURES_DIR = ARTIFACTS_DIR / "figures"
 DIAGRAM_PATH = FIGURES_DIR / "decoder.png"  # the README's picture (`make figures`)
 QUICK_DIR = Path(".quick")  # `llamanat study --quick`: relative to where it is run
-DECISIONS_CACHE_DIR = ROOT / ".cache" / "decisions"  # decisions already computed; never committed
 FRESH_DIR = ROOT / ".fresh"  # a reader's own re-runs; never committed
 FRESH_CHAPTERS_DIR = FRESH_DIR / "chapters"  # `llamanat chapters` with parameters
 FRESH_DIR_ENV = "LLAMANAT_FRESH_DIR"
 CORPUS_DIR_ENV = "LLAMANAT_CORPUS_DIR"
+CACHE_DIR_ENV = "LLAMANAT_CACHE_DIR"
 
 
 def fresh_runs_dir() -> Path:
@@ -35,3 +35,12 @@ def corpus_dir() -> Path:
     """Where the text corpus is unpacked: $LLAMANAT_CORPUS_DIR if set (tests point it at a
     temporary folder), else `.corpus/` (ignored by git: the text is never committed)."""
     return Path(os.environ.get(CORPUS_DIR_ENV) or ROOT / ".corpus")
+
+
+def decisions_cache_dir() -> Path:
+    """Where decisions already computed are kept (`analysis.decision_cache`): outside the
+    repository, as caches are, so neither git nor the tests' check on the working tree
+    sees them: $LLAMANAT_CACHE_DIR, else $XDG_CACHE_HOME/llamanat, else ~/.cache/llamanat,
+    each with a `decisions` folder. Their keys hold the code and the data, so clones share it."""
+    user_cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return Path(os.environ.get(CACHE_DIR_ENV) or user_cache / "llamanat") / "decisions"

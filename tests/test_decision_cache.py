@@ -1,4 +1,6 @@
 """The decisions cache: computed once per code and data, recomputed on any change or a bad file."""
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -65,3 +67,20 @@ def test_any_edit_to_the_package_changes_the_key(tmp_path, monkeypatch):
     (package / "sub" / "a.py").write_text("x = 2\n")
     assert code_fingerprint.__wrapped__(package) != before
     assert code_fingerprint() == code_fingerprint.__wrapped__(decision_cache.PACKAGE_DIR)
+
+
+def test_the_cache_lives_outside_the_repository(tmp_path, monkeypatch, counted):
+    """$LLAMANAT_CACHE_DIR, else $XDG_CACHE_HOME/llamanat, else ~/.cache/llamanat: never
+    under the repository, where git and the tests' check on the working tree would see it."""
+    from llamanat_core.paths import ROOT, decisions_cache_dir
+
+    monkeypatch.delenv("LLAMANAT_CACHE_DIR", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    assert decisions_cache_dir() == Path.home() / ".cache" / "llamanat" / "decisions"
+    assert ROOT not in decisions_cache_dir().parents
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert decisions_cache_dir() == tmp_path / "xdg" / "llamanat" / "decisions"
+    monkeypatch.setenv("LLAMANAT_CACHE_DIR", str(tmp_path / "own"))
+    decide, calls = counted
+    decided(frame(2.0), decide, "decide()")
+    assert len(list((tmp_path / "own" / "decisions").glob("*.pkl"))) == 1

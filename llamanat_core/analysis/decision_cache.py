@@ -5,9 +5,9 @@ interval inverted from an exact test), and every chapter that shows a verdict as
 same frame in a kernel of its own (and `two_stage.study_plan` decides the first stage
 whenever the study's plan is read). `decided` keeps each answer on disk under a key made of
 the package's source and the results it was given, so a chapter reads the frame the first
-chapter computed, and any change to either computes it again. The folder is never
-committed; a file that cannot be read is computed again and rewritten; a folder that
-cannot be written costs only the time.
+chapter computed, and any change to either computes it again. The folder is a user
+cache outside the repository (`paths.decisions_cache_dir`); a file that cannot be read is
+computed again and rewritten; a folder that cannot be written costs only the time.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..paths import DECISIONS_CACHE_DIR, PACKAGE_DIR
+from ..paths import PACKAGE_DIR, decisions_cache_dir
 
 
 @functools.lru_cache(maxsize=1)
@@ -42,7 +42,7 @@ def frame_fingerprint(df: pd.DataFrame) -> str:
 def decided(results: pd.DataFrame, decide, name: str, folder: Path | None = None) -> pd.DataFrame:
     """`decide(results)`, read from the cache when this code has already decided these
     results under `name` (the function and its arguments, as the caller names them)."""
-    folder = Path(folder or DECISIONS_CACHE_DIR)
+    folder = Path(folder or decisions_cache_dir())
     key = hashlib.sha256(f"{name}|{code_fingerprint()}|{frame_fingerprint(results)}".encode()).hexdigest()
     path = folder / f"{key[:32]}.pkl"
     try:
@@ -63,4 +63,4 @@ def decided(results: pd.DataFrame, decide, name: str, folder: Path | None = None
     return out
 
 
-__all__ = ["DECISIONS_CACHE_DIR", "code_fingerprint", "decided", "frame_fingerprint"]
+__all__ = ["code_fingerprint", "decided", "frame_fingerprint"]
