@@ -10,9 +10,9 @@ rounding has grown as large as those changes, so the window stays short.
 How fast rounding grows depends on how far the weights move, so the window is measured
 in learning rate: it ends after `VERIFY_STEPS` steps or once the steps' rates sum past
 `VERIFY_LR_SUM` (what 50 puzzle steps at 1e-3 sum to), whichever comes first. The tuned
-text runs at x16 reach that sum in 26 steps of their warm-up; re-fitted for 50 they
-differ by 1e-4 from step 45 on (rounding, amplified), while a learning rate x 1.01
-still moves their first 12 steps by 4e-3.
+text runs at x16 reach that sum in 26 steps of their warm-up, where rounding is still a
+few 1e-6; re-fitted for 50 they differ by 1e-4 to 2e-2 by step 50 (rounding, amplified),
+while a learning rate x 1.01 moves their first 12 steps by 4e-3.
 `verify` re-fits a sample of committed runs over that window with the plain loop and
 compares the per-step losses with the committed ones.
 """
