@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from .analysis.two_stage import study_plan, text_study_plan
+from .analysis.two_stage import study_plan, text_study_plan, tuned_study_plan
 from .book.execute import ChapterError, run_chapters
 from .book.helpers.kv_cache import arithmetic_table, human_bytes, measure_text_timing, measure_timing
 from .data.tasks import TRAIN_PAIRS
@@ -32,7 +32,7 @@ from .study import (
 from .study.executors import check_ray
 from .study.kv_timing import TEXT_TIMING_FIELDS, ensure_timing
 from .study.text_plan import LR_SEEDS, TEXT_MEASUREMENTS
-from .study.text_recipe import recipe_budget, run_tuned, stored_in, tuned_plan
+from .study.text_recipe import recipe_budget, run_tuned, stored_in
 from .study.verify import TOLERANCE, VERIFY_LR_SUM, VERIFY_STEPS, describe, verify
 from .train.compiled import compile_default
 from .train.loop import Budget, TaskSpec, fit
@@ -192,14 +192,14 @@ def _study_tuned(args, settings) -> int:
     steps = None if settings.budget == Budget() else settings.budget.steps
     if args.list:
         stored = stored_in(settings.cache_dir)
-        p = tuned_plan(stored, steps, compile=settings.compile)
+        p = tuned_study_plan(stored, steps, compile=settings.compile)
         for stage, runs in p.items():
             print(f"{stage}: {len(runs)} runs ({sum(stored(r) is not None for r in runs)} stored)")
         for r in unique_runs(p):
             print(r.key, r.label)
         return 0
     run_tuned(settings.cache_dir, args.workers, steps, settings.weights_dir, compile=settings.compile,
-              executor=args.executor, **_executor_options(args, ("tuned",)))
+              planner=tuned_study_plan, executor=args.executor, **_executor_options(args, ("tuned",)))
     print(f"study: tuned summary written to {settings.cache_dir / 'tuned_results.csv'}", file=sys.stderr)
     return 0
 

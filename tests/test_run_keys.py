@@ -53,7 +53,7 @@ def test_every_committed_run_file_is_rebuilt_from_the_plans():
     stored = text_recipe.stored_in(STUDY_DIR)
     planned = unique_runs(two_stage.study_plan(train_added=True)) + \
         unique_runs(two_stage.text_study_plan(train_added=True)) + \
-        unique_runs(text_recipe.tuned_plan(stored))
+        unique_runs(two_stage.tuned_study_plan(stored))
     by_key = {r.key: r for r in planned}
     files = sorted((STUDY_DIR / "runs").glob("*.json"))
     kinds = set()

@@ -487,10 +487,10 @@ def test_committed_study_is_complete():
     assert kept <= names
     # the tuned study, still running, keeps seeds 0-2 at each settled bracket's best rate
     # (a file it still owes is trained again by the runner: `weights_owed`) and no other
-    from llamanat_core.study.text_recipe import stored_in, tuned_plan
+    from llamanat_core.study.text_recipe import stored_in
 
-    tuned = {study.weights_path(r).name for r in tuned_plan(stored_in(study.STUDY_DIR))["tuned"]
-             if r.keeps_weights}
+    plan = two_stage.tuned_study_plan(stored_in(study.STUDY_DIR))
+    tuned = {study.weights_path(r).name for r in plan["tuned"] if r.keeps_weights}
     assert names - kept <= tuned, f"weights no run keeps: {sorted(names - kept - tuned)[:3]}"
 
 
@@ -523,7 +523,8 @@ def test_committed_text_study_matches_its_summary():
     assert set(study.load_text_curves().run) == {r.key for r in text}
     # the tuned study's run files (their weights land once each bracket settles)
     stored = text_recipe.stored_in(study.STUDY_DIR)
-    tuned = [r for r in unique_runs(text_recipe.tuned_plan(stored)) if run_path(study.STUDY_DIR, r).exists()]
+    plan = two_stage.tuned_study_plan(stored)
+    tuned = [r for r in unique_runs(plan) if run_path(study.STUDY_DIR, r).exists()]
     planned = {r.key for r in unique_runs(two_stage.study_plan())} | {r.key for r in text} | \
         {r.key for r in tuned}
     assert {p.stem for p in (study.STUDY_DIR / "runs").glob("*.json")} == planned

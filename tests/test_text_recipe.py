@@ -42,13 +42,13 @@ def _loss(run: Run) -> float:
     return 1.5 + 0.01 * (math.log2(run.lr_scale) - math.log2(best)) ** 2 + 0.001 * run.seed
 
 
-def _settle(steps=4):
+def _settle(steps=4, planner=tr.tuned_plan):
     """Store every run the plan asks for, again and again, until it asks for nothing new."""
     done: dict[str, Run] = {}
     stored = lambda r: {"endpoints": {"loss_val": _loss(r)}} if r.key in done else None
     rounds = 0
     while True:
-        plan = tr.tuned_plan(stored, steps=steps)
+        plan = planner(stored, steps=steps)
         new = [r for runs in plan.values() for r in runs if r.key not in done]
         if not new:
             return plan, done, rounds
@@ -280,3 +280,41 @@ def test_the_summary_of_a_study_in_progress_reads_every_stored_run(tmp_path):
     runs = load_tuned_results(tmp_path)
     assert len(runs) == 2 and set(runs["size"]) == {"S"} and set(runs.run) == {r.key for r in opening}
     assert (runs.loss_val > 0).all()
+
+
+def _end_loss(r: Run) -> float:
+    """A made-up test loss: postnorm worse by 0.05 on every seed (stage one decides it),
+    MHA ahead on odd seeds and behind on even ones (stage one cannot), every other arm
+    level with the reference."""
+    shift = {"postnorm": 0.05, "mha": 0.02 if r.seed % 2 == 0 else -0.015}.get(r.variant, 0.0)
+    return 1.4 + 0.001 * r.seed + shift
+
+
+def test_the_plan_adds_the_seeds_the_registered_rule_asks_for(monkeypatch):
+    """Stage one at S stops postnorm (decided) and the level arms (equivalent) and sends
+    MHA on: MHA and the reference, each at its own best rate, get seeds 10-39 and nothing
+    else does. At M five seeds can stop nothing, so every arm gets seeds 5-9 there."""
+    import pandas as pd
+
+    from llamanat_core.analysis import two_stage
+
+    def fake_frame(runs, entries):
+        return pd.DataFrame([{"size": r.size, "variant": r.variant, "lr_scale": r.lr_scale, "seed": r.seed,
+                              "rope_theta": r.config.rope_theta, "loss_val": _loss(r),
+                              **{k: _end_loss(r) for k in ("loss_end", "loss_half", "loss_2x", "loss_4x")}}
+                             for r in runs])
+
+    monkeypatch.setattr(two_stage, "frame", fake_frame)
+    plain, _, _ = _settle()
+    plan, done, _ = _settle(planner=two_stage.tuned_study_plan)
+    extra = {r.key: r for r in plan["tuned"]}.keys() - {r.key for r in plain["tuned"]}
+    added = [r for r in plan["tuned"] if r.key in extra]
+    at_s = {(r.variant, r.lr_scale) for r in added if r.size == "S"}
+    assert at_s == {("llama", 8.0), ("mha", 8.0)}  # each at its own best rate
+    for variant in ("llama", "mha"):
+        assert sorted(r.seed for r in added if r.size == "S" and r.variant == variant) == list(range(10, 40))
+    at_m = [r for r in added if r.size == "M"]
+    assert {tr.arm_label(r.variant, r.overrides) for r in at_m} == {tr.arm_label(*a) for a in tr.tuned_arms()}
+    assert {r.seed for r in at_m} == set(range(5, 10))
+    assert not any(r.keeps_weights for r in added)  # weights stay with seeds 0-2
+    assert two_stage.tuned_added_seeds(plan, lambda r: None) == {}  # nothing stored, nothing added

@@ -12,11 +12,13 @@ from ..study.results import frame
 from ..study.run import SEEDS, Run
 from ..study.run_files import load_entry, run_path
 from ..study.text_plan import LR_SEEDS, TEXT_MEASUREMENTS, TEXT_SEEDS, text_added_plan, text_plan
+from ..study.text_recipe import Stored, arm_label, tuned_plan
 from ..train.loop import Budget
 from .comparisons import added_seed_arms, decide
 from .decision_cache import decided
 from .sequential import ADDED_SEEDS
-from .text_comparisons import decide_text, text_added_arms
+from .text_comparisons import REFERENCE_THETA, decide_text, text_added_arms
+from .text_design import added_arms, decide_tuned
 
 
 def study_plan(cache_dir: Path = STUDY_DIR, budget: Budget = Budget(), compile: bool = True,
@@ -57,3 +59,30 @@ def text_study_plan(cache_dir: Path = STUDY_DIR, only=TEXT_MEASUREMENTS, seeds=T
     if not train_added:
         added = {m: [r for r in rs if run_path(cache_dir, r).exists()] for m, rs in added.items()}
     return merge_plans(first, added)
+
+
+def tuned_added_seeds(p: dict[str, list[Run]], stored: Stored) -> dict[str, dict[str, tuple[int, ...]]]:
+    """The seeds the tuned study's registered rule adds (size -> {arm label: seeds}), read
+    from the stored runs of plan `p`: both arms of every primary comparison whose stage one
+    neither decided nor found equivalent, the reference at its best rate and the arm at its
+    own (`text_design.added_arms`). A row is read once its own stage-one seeds are in."""
+    runs = [r for r in unique_runs(p) if stored(r) is not None]
+    if not runs:
+        return {}
+    df = frame(runs, {r.key: stored(r) for r in runs})
+    if "size" not in df:  # the frame leaves it out while every run is S
+        df = df.assign(size="S")
+    out: dict[str, dict[str, tuple[int, ...]]] = {}
+    for a in added_arms(decide_tuned(df)).itertuples():
+        overrides = () if a.rope_theta == REFERENCE_THETA else (("rope_theta", a.rope_theta),)
+        out.setdefault(a.size, {})[arm_label(a.variant, overrides)] = tuple(a.seeds)
+    return out
+
+
+def tuned_study_plan(stored: Stored, steps: int | None = None, compile: bool = True) -> dict[str, list[Run]]:
+    """The tuned study's whole plan so far: `text_recipe.tuned_plan`, plus the seeds its
+    registered rule adds (`tuned_added_seeds`). One pass suffices: added seeds change
+    neither a rate chosen on seeds 0-2 nor a stage-one verdict."""
+    first = tuned_plan(stored, steps, compile=compile)
+    added = tuned_added_seeds(first, stored)
+    return tuned_plan(stored, steps, added_seeds=added, compile=compile) if added else first

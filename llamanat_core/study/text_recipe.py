@@ -136,6 +136,9 @@ def plan_estimate(step_ms: dict[str, float], eval_s: dict[str, float], extension
 
 
 Stored = Callable[[Run], "dict | None"]
+Planner = Callable[..., "dict[str, list[Run]]"]
+"""(stored, steps, compile) -> the plan: `tuned_plan`, or the analysis layer's
+`two_stage.tuned_study_plan`, which adds the seeds the registered rule asks for."""
 
 
 def tuned_run(variant: str, overrides: tuple, size: str, scale: float, seed: int,
@@ -267,14 +270,16 @@ def training_order(plan: dict[str, list[Run]], stored: Stored) -> list[Run]:
 
 def run_tuned(cache_dir: Path = STUDY_DIR, workers: int = 1, steps: int | None = None,
               weights_dir: Path | None = None, progress: bool = True, compile: bool = True,
-              **executor_options) -> dict[str, list[Run]]:
+              planner: Planner | None = None, **executor_options) -> dict[str, list[Run]]:
     """Train the tuned study stage by stage until what is stored asks for nothing more,
-    then write its summary (tuned_results.csv, tuned_curves.csv). Stopped, it keeps every
-    stored run, and the same call resumes."""
+    then write its summary (tuned_results.csv, tuned_curves.csv). `planner` turns what is
+    stored into the plan (default `tuned_plan`: no added seeds; the command passes the
+    one that reads the registered rule). Stopped, it keeps every stored run, and the same
+    call resumes."""
     weights_dir = weights_dir or study_weights_dir(cache_dir)
     stored = stored_in(Path(cache_dir))
     while True:
-        p = write_tuned_summary(cache_dir, steps, compile, stored)
+        p = write_tuned_summary(cache_dir, steps, compile, stored, planner)
         # owed weights first: the book reads them, and a session that ends mid-stage then
         # loses only runs whose weights nothing needs yet
         todo = weights_owed(p, weights_dir) or training_order(p, stored)
@@ -285,12 +290,12 @@ def run_tuned(cache_dir: Path = STUDY_DIR, workers: int = 1, steps: int | None =
 
 
 def write_tuned_summary(cache_dir: Path = STUDY_DIR, steps: int | None = None, compile: bool = True,
-                        stored: Stored | None = None) -> dict[str, list[Run]]:
+                        stored: Stored | None = None, planner: Planner | None = None) -> dict[str, list[Run]]:
     """Write the summary (tuned_results.csv, tuned_curves.csv) of every run stored so far
     of the plan the stored runs call for, and return that plan: the runner writes it after
     each stage, so the book can read a study still in progress."""
     stored = stored or stored_in(Path(cache_dir))
-    p = tuned_plan(stored, steps, compile=compile)
+    p = (planner or tuned_plan)(stored, steps, compile=compile)
     entries = {r.key: e for r in unique_runs(p) if (e := stored(r)) is not None}
     write_text_summary(p, entries, cache_dir, (TUNED_RESULTS, TUNED_CURVES))
     return p
