@@ -8,6 +8,7 @@ Tests write only to temporary folders (pytest's `tmp_path`). The session checks 
 file of the repository created, deleted or given other bytes while the tests ran fails the
 run; a file rewritten with the same bytes is reported as a warning.
 """
+import ast
 import hashlib
 import os
 from pathlib import Path
@@ -83,9 +84,23 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 # Files whose tests run in order on one pytest-xdist worker: a notebook's cells share one
-# kernel (nbval), the Ray tests must never start two local Ray instances at once, and the
-# browser tests share one headless browser and one server.
-ONE_WORKER = ("tests/test_ray.py", "tests/test_browser.py")
+# kernel (nbval), the Ray tests must never start two local Ray instances at once, the
+# browser tests share one headless browser and one server, and the parity tests one
+# module fixture that trains (on two workers it would train twice).
+ONE_WORKER = ("tests/test_ray.py", "tests/test_browser.py", "tests/test_hf.py")
+
+
+def tests_using(fixture: str, path: str) -> set[str]:
+    """The node ids (parameters aside) of the test functions of `path` that take `fixture`,
+    read from the source: the scheduler sees node ids only, never fixtures."""
+    tree = ast.parse((ROOT / path).read_text())
+    return {f"{path}::{f.name}" for f in tree.body
+            if isinstance(f, ast.FunctionDef) and fixture in {a.arg for a in f.args.args}}
+
+
+# Tests that share one session fixture too costly to build twice: the tiny study, trained
+# once per worker that asks for it, so all its tests go to one.
+SHARED_FIXTURE = dict.fromkeys(tests_using("tiny_reference", "tests/test_study.py"), "the tiny study")
 
 
 # Tests that compile the same graph (llama's recall step at test_train's SMALL budget): on
@@ -99,6 +114,8 @@ SAME_GRAPH = {f"tests/test_train.py::{t}": "llama's recall graph" for t in (
 def _one_worker_scope(nodeid: str) -> str | None:
     if nodeid in SAME_GRAPH:
         return SAME_GRAPH[nodeid]
+    if (shared := SHARED_FIXTURE.get(nodeid.split("[", 1)[0])) is not None:
+        return shared
     path = nodeid.split("::", 1)[0]
     return path if path.endswith(".ipynb") or path in ONE_WORKER else None
 

@@ -625,6 +625,14 @@ def test_notebooks_and_the_ray_file_are_each_one_unit_of_work():
         "test_speed_path_computes_the_plain_loop[llama-recall-compiled]")}
     assert len(graph) == 1 and None not in graph  # one compiled graph, compiled once
     assert _one_worker_scope("tests/test_train.py::test_same_seed_is_bit_identical[recall-eager]") is None
+    # the tests of the tiny study's fixture, parametrized or not, share one worker; others do not
+    tiny = {_one_worker_scope(f"tests/test_study.py::{t}") for t in (
+        "test_rerun_uses_the_cache", "test_bad_cache_entry_is_reported_and_recomputed[garbage]",
+        "test_results_frames_are_tidy")}
+    assert len(tiny) == 1 and None not in tiny
+    assert _one_worker_scope("tests/test_study.py::test_committed_study_is_complete") is None
+    hf = _one_worker_scope("tests/test_hf.py::test_logits_match_transformers[llama-init]")
+    assert hf == "tests/test_hf.py"
 
 
 def test_the_longest_units_of_work_are_handed_out_first():

@@ -90,12 +90,14 @@ def test_size_differences_figure_puts_each_seed_where_it_belongs():
             if f"{arm}|{size}" not in dots:
                 continue
             xy = np.asarray(dots[f"{arm}|{size}"])
-            np.testing.assert_allclose(np.sort(xy[:, 0]), np.sort(PLANTED[arm][1]), atol=1e-12)
+            bits = np.asarray(PLANTED[arm][1]) / math.log(2)  # drawn in bits per character
+            np.testing.assert_allclose(np.sort(xy[:, 0]), np.sort(bits), atol=1e-12)
             np.testing.assert_allclose(xy[:, 1], row + offset)
     medians = {ln.get_gid(): ln.get_xdata() for ln in ax.get_lines() if ln.get_gid()}
-    assert medians["median postnorm|M"][0] == pytest.approx(np.median(PLANTED["postnorm"][1]))
+    assert medians["median postnorm|M"][0] == pytest.approx(np.median(PLANTED["postnorm"][1]) / math.log(2))
     band = ax.patches[0]
-    assert (band.get_x(), band.get_x() + band.get_width()) == pytest.approx((-td.MARGIN, td.MARGIN))
+    margin = td.MARGIN / math.log(2)
+    assert (band.get_x(), band.get_x() + band.get_width()) == pytest.approx((-margin, margin))
     plt.close(fig)
 
 

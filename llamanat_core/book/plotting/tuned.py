@@ -91,10 +91,11 @@ def arm_order(frame: pd.DataFrame) -> list[str]:
 
 def size_differences_figure(frame: pd.DataFrame):
     """Per mechanism (arm, one row each), each seed's paired difference arm − reference
-    (nats per character, each at its own best rate: `scorecard.tuned_differences`) at S
-    and at M side by side, the median of each a bar, the margin ±`MARGIN` shaded; arms
-    ordered by their median at S and named as the scorecard names them. A point's gid is
-    "arm|size" (the tests read them back)."""
+    (each at its own best rate: `scorecard.tuned_differences`, in nats per character)
+    drawn in bits per character, the scorecard's unit, at S and at M side by side, the
+    median of each a bar, the margin ±`MARGIN` shaded; arms ordered by their median at S
+    and named as the scorecard names them. A point's gid is "arm|size" (the tests read
+    them back)."""
     missing = [c for c in ("size", "arm", "difference") if c not in frame.columns]
     if missing:
         raise ValueError(f"the differences frame lacks column(s) {missing}; it needs {DIFFERENCE_COLUMNS}")
@@ -104,12 +105,14 @@ def size_differences_figure(frame: pd.DataFrame):
     arms = arm_order(frame)
     use_book_style()
     fig, ax = plt.subplots(figsize=(6.4, 0.9 + 0.38 * max(len(arms), 1)), layout="constrained")
-    ax.axvspan(-MARGIN, MARGIN, color=NEUTRAL, alpha=0.18, lw=0, label=f"margin ±{MARGIN:g}")
+    margin = MARGIN * BITS_PER_NAT
+    ax.axvspan(-margin, margin, color=NEUTRAL, alpha=0.18, lw=0, label=f"margin ±{margin:.4f}")
     ax.axvline(0.0, color=NEUTRAL, lw=0.8)
     labelled = set()  # one legend entry per size
     for i, arm in enumerate(arms):
         for size, (colour, marker, offset) in SIZE_STYLE.items():
-            d = frame.loc[(frame["size"] == size) & (frame.arm == arm), "difference"].to_numpy(float)
+            nats = frame.loc[(frame["size"] == size) & (frame.arm == arm), "difference"].to_numpy(float)
+            d = nats * BITS_PER_NAT
             if not len(d):
                 continue
             dots = ax.scatter(d, np.full(len(d), i + offset), s=14, color=colour, marker=marker, alpha=0.55,
@@ -120,7 +123,7 @@ def size_differences_figure(frame: pd.DataFrame):
                     gid=f"median {arm}|{size}")
     ax.set_yticks(range(len(arms)), [MECHANISMS.get(a, a) for a in arms])
     ax.set_ylim(len(arms) - 0.5, -0.5)  # the first arm on top
-    ax.set_xlabel("arm − reference, held-out test loss (nats per character)")
+    ax.set_xlabel("arm − reference, held-out test loss (bits per character)")
     plain_ticks(ax, "x")
     ax.legend(fontsize=8.5, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False)
     return fig
