@@ -89,6 +89,17 @@ def _primary(verdicts: pd.DataFrame, size: str) -> pd.DataFrame:
     return rows.set_index("comparison")
 
 
+def waiting_words(stage: str | None) -> str:
+    """A pending row's cell: `pending`, and what it waits for when `decide_tuned`'s stage
+    says ("pending: 9 of 10 stage-one seeds", "pending: sent on, 4 of 30 added seeds",
+    "pending: rate not chosen yet")."""
+    if not isinstance(stage, str) or not stage:
+        return PENDING
+    if stage == "rate selection pending":
+        return f"{PENDING}: rate not chosen yet"
+    return f"{PENDING}: " + stage.replace("continued: ", "sent on, ").replace(" so far", "")
+
+
 def _text_cells(rows: pd.DataFrame, arm: str, size: str) -> dict:
     """One size's cells of the card for `arm`; `pending` where it has no primary row yet
     (every mechanism of the card is an arm of the tuned study at both sizes)."""
@@ -98,8 +109,10 @@ def _text_cells(rows: pd.DataFrame, arm: str, size: str) -> dict:
                 f"{size}_high_bits": math.nan, f"{size}_text": word, f"{size}_margin": word}
     r = rows.loc[arm]
     bits, lo, hi = (float(r[c]) * BITS_PER_NAT for c in ("effect", "ci_low", "ci_high"))
-    text = (f"{r.verdict}: {_bits(bits)} [{_bits(lo)}, {_bits(hi)}] bits per character"
-            if not (math.isnan(lo) or math.isnan(hi)) else f"{r.verdict}: no interval yet")
+    if not (math.isnan(lo) or math.isnan(hi)):
+        text = f"{r.verdict}: {_bits(bits)} [{_bits(lo)}, {_bits(hi)}] bits per character"
+    else:
+        text = waiting_words(r.get("stage")) if r.verdict == PENDING else f"{r.verdict}: no interval yet"
     return {f"{size}_verdict": str(r.verdict), f"{size}_bits": bits, f"{size}_low_bits": lo,
             f"{size}_high_bits": hi, f"{size}_text": text,
             f"{size}_margin": margin_score(float(r.ci_low), float(r.ci_high))}
@@ -216,16 +229,19 @@ DIFFERENCE_COLUMNS = ["size", "arm", "seed", "lr_reference", "lr_arm", "differen
 def tuned_differences(runs: pd.DataFrame, endpoint: str = td.PRIMARY) -> pd.DataFrame:
     """Per size, arm and seed the paired difference arm − reference on `endpoint` (nats per
     character, on `decide_tuned`'s grid), each at its own best rate: the pairs the
-    registered rule tests, every seed run so far. Arms whose rate is not chosen yet are
-    left out. `runs` is `decide_tuned`'s frame (`text_design.COLUMNS`)."""
+    registered rule tests, every seed run so far. An arm is left out until its bracket,
+    and the reference's, has settled (best rate interior: `bracket_means`); before that a
+    best rate so far may still move. `runs` is `decide_tuned`'s frame (`text_design.COLUMNS`)."""
     if endpoint not in td.COLUMNS[-4:]:
         raise ValueError(f"endpoint must be one of {list(td.COLUMNS[-4:])}, got {endpoint!r}")
     runs = td.check_frame(runs)
     best = td.best_rates(runs)
+    means = bracket_means(runs)
+    settled = set(zip(means.loc[means.best, "size"], means.loc[means.best, "arm"]))
     out = []
     for (size, arm), lr in best.items():
         ref_lr = best.get((size, td.REFERENCE), math.nan)
-        if arm == td.REFERENCE or math.isnan(ref_lr):
+        if arm == td.REFERENCE or math.isnan(ref_lr) or not {(size, arm), (size, td.REFERENCE)} <= settled:
             continue
         pair = td._pairs(runs, size, arm, lr, ref_lr, endpoint)  # the very pairs decide_tuned tests
         out += [{"size": size, "arm": arm, "seed": int(s), "lr_reference": ref_lr, "lr_arm": lr,
@@ -233,6 +249,6 @@ def tuned_differences(runs: pd.DataFrame, endpoint: str = td.PRIMARY) -> pd.Data
     return pd.DataFrame(out, columns=DIFFERENCE_COLUMNS)
 
 
-__all__ = ["MECHANISMS", "NOT_RUN", "PENDING", "scorecard", "card_table", "bracket_means", "rate_table",
+__all__ = ["MECHANISMS", "NOT_RUN", "PENDING", "scorecard", "waiting_words", "card_table", "bracket_means", "rate_table",
            "puzzle_summary", "margin_score", "tuned_differences", "CARD_COLUMNS", "DIFFERENCE_COLUMNS",
            "BITS_PER_NAT"]
