@@ -249,6 +249,6 @@ def tuned_differences(runs: pd.DataFrame, endpoint: str = td.PRIMARY) -> pd.Data
     return pd.DataFrame(out, columns=DIFFERENCE_COLUMNS)
 
 
-__all__ = ["MECHANISMS", "NOT_RUN", "PENDING", "scorecard", "waiting_words", "card_table", "bracket_means", "rate_table",
-           "puzzle_summary", "margin_score", "tuned_differences", "CARD_COLUMNS", "DIFFERENCE_COLUMNS",
-           "BITS_PER_NAT"]
+__all__ = ["MECHANISMS", "NOT_RUN", "PENDING", "scorecard", "waiting_words", "card_table", "bracket_means",
+           "rate_table", "puzzle_summary", "margin_score", "tuned_differences", "CARD_COLUMNS",
+           "DIFFERENCE_COLUMNS", "BITS_PER_NAT"]
