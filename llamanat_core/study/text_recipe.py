@@ -253,12 +253,16 @@ def weights_owed(plan: dict[str, list[Run]], weights_dir: Path) -> list[Run]:
 
 
 def training_order(plan: dict[str, list[Run]], stored: Stored) -> list[Run]:
-    """The plan's runs not stored yet, the most wanted first: the settled arms' seeds at
-    their own rates (the primary verdicts), then the brackets still open at S, then at M,
-    then the runs at the reference's rate (the secondary comparison). Each tier is spread
-    over its compiled graphs (`interleave_graphs`); the order changes no number."""
-    tiers = [plan["tuned"], [r for r in plan["tuned_bracket"] if r.size == "S"],
-             [r for r in plan["tuned_bracket"] if r.size != "S"], plan["tuned_common"]]
+    """The plan's runs not stored yet, the most wanted first: the settled arms' stage-one
+    seeds at their own rates (each primary comparison's first look), then the brackets
+    still open at S, then at M (each gates the stages after it), then the seeds the rule
+    adds (they gate nothing), then the runs at the reference's rate (the secondary
+    comparison). Each tier is spread over its compiled graphs (`interleave_graphs`); the
+    order changes no number."""
+    first = [r for r in plan["tuned"] if r.seed in FIRST_SEEDS[r.size]]
+    tiers = [first, [r for r in plan["tuned_bracket"] if r.size == "S"],
+             [r for r in plan["tuned_bracket"] if r.size != "S"],
+             [r for r in plan["tuned"] if r.seed not in FIRST_SEEDS[r.size]], plan["tuned_common"]]
     seen: set[str] = set()
     out: list[Run] = []
     for tier in tiers:
