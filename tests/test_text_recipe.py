@@ -257,9 +257,9 @@ def test_the_training_order_puts_the_verdicts_seeds_first():
     added = [r for r in plan["tuned"] if r.seed >= 10]
     assert len(added) == 30
     tier = {}
-    for rank, runs in enumerate([[r for r in plan["tuned"] if r.seed < (10 if r.size == "S" else 5)],
-                                 [r for r in plan["tuned_bracket"] if r.size == "S"],
-                                 [r for r in plan["tuned_bracket"] if r.size != "S"], added, plan["tuned_common"]]):
+    first = [r for r in plan["tuned"] if r.seed < (10 if r.size == "S" else 5)]
+    brackets = [[r for r in plan["tuned_bracket"] if (r.size == "S") == at_s] for at_s in (True, False)]
+    for rank, runs in enumerate([first, *brackets, added, plan["tuned_common"]]):
         for r in runs:
             tier.setdefault(r.key, rank)
     ranks = [tier[r.key] for r in order]
