@@ -243,27 +243,31 @@ def test_the_runner_trains_owed_weights_before_the_next_runs(tmp_path, monkeypat
 
 
 def test_the_training_order_puts_the_verdicts_seeds_first():
-    """Half-way through: every unstored run once, the own-rate stage-one seeds before the
-    open S brackets, those before M's, then the added seeds, the reference-rate runs last."""
+    """Half-way through: every unstored run once; at S, the own-rate stage-one seeds, then
+    the open brackets, then the added seeds; then M in the same order; the reference-rate
+    runs last."""
     plan, done, _ = _settle()
     plan = tr.tuned_plan(lambda r: {"endpoints": {"loss_val": _loss(r)}} if r.key in done else None,
-                         steps=4, added_seeds={"S": {"mha": tuple(range(10, 40))}})
+                         steps=4, added_seeds={"S": {"mha": tuple(range(10, 40))}, "M": {"mqa": (5, 6)}})
     keys = sorted(done)[::2]  # every other run stored
     stored = lambda r: {"endpoints": {"loss_val": _loss(r)}} if r.key in keys else None
     from llamanat_core.study.plan import unique_runs
 
     order = tr.training_order(plan, stored)
     assert sorted(r.key for r in order) == sorted(r.key for r in unique_runs(plan) if stored(r) is None)
-    added = [r for r in plan["tuned"] if r.seed >= 10]
-    assert len(added) == 30
+    tiers = []
+    for size, n_first in (("S", 10), ("M", 5)):
+        own = [r for r in plan["tuned"] if r.size == size]
+        tiers += [[r for r in own if r.seed < n_first], [r for r in plan["tuned_bracket"] if r.size == size],
+                  [r for r in own if r.seed >= n_first]]
+    assert [len(t) for t in (tiers[2], tiers[5])] == [30, 2]  # the added seeds
+    tiers.append(plan["tuned_common"])
     tier = {}
-    first = [r for r in plan["tuned"] if r.seed < (10 if r.size == "S" else 5)]
-    brackets = [[r for r in plan["tuned_bracket"] if (r.size == "S") == at_s] for at_s in (True, False)]
-    for rank, runs in enumerate([first, *brackets, added, plan["tuned_common"]]):
+    for rank, runs in enumerate(tiers):
         for r in runs:
             tier.setdefault(r.key, rank)
     ranks = [tier[r.key] for r in order]
-    assert ranks == sorted(ranks) and len(set(ranks)) == 5
+    assert ranks == sorted(ranks) and len(set(ranks)) == len(tiers)
 
 
 def test_the_summary_of_a_study_in_progress_reads_every_stored_run(tmp_path):

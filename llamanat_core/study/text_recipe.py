@@ -253,16 +253,20 @@ def weights_owed(plan: dict[str, list[Run]], weights_dir: Path) -> list[Run]:
 
 
 def training_order(plan: dict[str, list[Run]], stored: Stored) -> list[Run]:
-    """The plan's runs not stored yet, the most wanted first: the settled arms' stage-one
-    seeds at their own rates (each primary comparison's first look), then the brackets
-    still open at S, then at M (each gates the stages after it), then the seeds the rule
-    adds (they gate nothing), then the runs at the reference's rate (the secondary
-    comparison). Each tier is spread over its compiled graphs (`interleave_graphs`); the
-    order changes no number."""
-    first = [r for r in plan["tuned"] if r.seed in FIRST_SEEDS[r.size]]
-    tiers = [first, [r for r in plan["tuned_bracket"] if r.size == "S"],
-             [r for r in plan["tuned_bracket"] if r.size != "S"],
-             [r for r in plan["tuned"] if r.seed not in FIRST_SEEDS[r.size]], plan["tuned_common"]]
+    """The plan's runs not stored yet, the most wanted first: the smaller size's primary
+    comparisons complete before the larger one's begin (S's answer first; an M run costs
+    about four S runs), and within a size the settled arms' stage-one seeds at their own
+    rates (each comparison's first look), then the brackets still open (each gates the
+    stages after it), then the seeds the rule adds (they gate nothing); the runs at the
+    reference's rate (the secondary comparison) come last, S before M. Each tier is spread
+    over its compiled graphs (`interleave_graphs`); the order changes no number."""
+    tiers = []
+    for size in SIZES:
+        own = [r for r in plan["tuned"] if r.size == size]
+        tiers += [[r for r in own if r.seed in FIRST_SEEDS[size]],
+                  [r for r in plan["tuned_bracket"] if r.size == size],
+                  [r for r in own if r.seed not in FIRST_SEEDS[size]]]
+    tiers += [[r for r in plan["tuned_common"] if r.size == size] for size in SIZES]
     seen: set[str] = set()
     out: list[Run] = []
     for tier in tiers:
