@@ -272,10 +272,7 @@ def test_committed_study_rows_have_intervals_inside_their_panels():
 
     _, _, d = dtab.chapter_decisions(SEEDS)
     primary = d[d.primary.astype(bool)]
-    columns = [[("matrix", "speed"), ("sweep", "speed"), ("alphabet", "speed")],  # as the results chapter
-               [("length", "length_8"), ("length", "length_12"), ("sweep", "length_8"),
-                ("sweep", "length_12"), ("alphabet", "length_8")]]
-    fig = dfig.decision_forest(primary, columns)
+    fig = dfig.decision_forest(primary, dfig.PRIMARY_PANELS)  # as the results chapter draws it
     for ax in (ax for ax in fig.axes if ax.axison):
         lo, hi = ax.get_xlim()
         assert all(lo < seg[:, 0].min() and seg[:, 0].max() < hi for seg in _bars(ax))
@@ -437,3 +434,92 @@ def test_a_chapters_ledger_lists_its_rows_in_words(committed_results):
     assert ((ledger.registered != "").to_numpy() == differs).all() and differs.any()
     with pytest.raises(ValueError, match="controls"):
         dtab.chapter_ledger(decided, ["no_such_control"])
+
+
+def test_the_ledgers_list_every_row_of_each_chapters_controls_once(committed_decisions):
+    """`chapter_ledgers`: one table per mechanism chapter, in CHAPTER_CONTROLS' order, each
+    holding exactly its controls' rows; every control of the sweep and the alphabet the
+    decisions name is some chapter's (a label `decide` wrote differently would drop its
+    rows), and a chapter none of whose controls a reader's short run has is left out."""
+    ledgers = dtab.chapter_ledgers(committed_decisions)
+    chapters = ["norm", "rope", "swiglu", "gqa", "sweep", "alphabet"]
+    assert list(ledgers) == list(dtab.CHAPTER_CONTROLS) == chapters
+    for name, controls in dtab.CHAPTER_CONTROLS.items():
+        assert len(ledgers[name]) == int(committed_decisions.control.isin(controls).sum()) > 0, name
+    listed = {c for cs in dtab.CHAPTER_CONTROLS.values() for c in cs}
+    for measurement in ("sweep", "alphabet"):
+        assert set(committed_decisions[committed_decisions.measurement == measurement].control) <= listed
+    without_sweep = committed_decisions[~committed_decisions.control.isin(dtab.CHAPTER_CONTROLS["sweep"])]
+    assert list(dtab.chapter_ledgers(without_sweep)) == ["norm", "rope", "swiglu", "gqa", "alphabet"]
+
+
+def test_the_worked_row_is_the_decided_speed_row_with_the_smallest_p(decisions):
+    assert dtab.worked_row(decisions).control == "abs_pos"  # the first of two at p = 0.002, stably
+    smaller = decisions.assign(p=[0.01, 0.002, 0.5, 0.001, 0.3, np.nan])
+    assert dtab.worked_row(smaller).control == "postnorm"  # gelu_mlp's p is smaller, but not speed
+    nothing_decided = decisions.assign(verdict="undecided", p=[0.3, 0.2, 0.5, 0.1, np.nan, np.nan])
+    assert dtab.worked_row(nothing_decided).control == "gelu_mlp"  # a reader's short run: smallest p
+
+
+def test_the_seed_strips_pick_one_row_of_each_kind_by_smallest_p(decisions):
+    d = decisions.assign(p=[0.004, 0.002, 0.5, 0.01, 0.3, np.nan])
+    # decided speed, decided generalisation, (no equivalent row), undecided
+    assert [r.control for r in dtab.seed_strip_rows(d)] == ["postnorm", "gelu_mlp", "mha"]
+    assert [r.control for r in dtab.seed_strip_rows(d.assign(verdict="both at chance"))] == ["abs_pos"]
+
+
+def test_an_interval_that_stays_open_and_how_wide_the_intervals_are():
+    ends = [(0.5, 1.1, False), (0.9, 1.1, False), (0.9, 1.1, True), (0.9, 1.3, False)]
+    rows = pd.DataFrame([_row(lo=lo, hi=hi, ci_low_ties=ties, ci_high_ties=False, verdict="undecided")
+                         for lo, hi, ties in ends])
+    assert dtab.stays_open(rows).tolist() == [True, False, True, True]  # inside the margin: closed
+    accuracy = {"measurement": "length", "metric": "length_8", "n": 10}
+    d = pd.DataFrame([_row(lo=0.5, hi=2.0), _row(lo=0.8, hi=1.25, n=40),
+                      _row(lo=-0.2, hi=0.1, verdict="undecided", **accuracy),
+                      _row(lo=-0.1, hi=0.0, **accuracy),
+                      _row(lo=-0.5, hi=0.5, verdict="both at chance", **accuracy)])
+    widths = dtab.interval_widths(d)
+    assert widths[(True, 10)] == pytest.approx(np.log(4))
+    assert widths[(True, 40)] == pytest.approx(np.log(1.25 / 0.8))
+    assert widths[(False, 10)] == pytest.approx(0.2)  # the median of 0.3 and 0.1; both at chance left out
+
+
+def _solve_runs(task="addition", thetas=(10_000.0,)):
+    """Two seeds of llama and abs_pos (and llama at other bases): llama's seed 1 never solves."""
+    steps = {"llama": [500.0, np.nan], "abs_pos": [200.0, 300.0]}
+    return pd.DataFrame([{"run": f"{v}{th}{seed}", "task": task, "variant": v, "regime": "finite",
+                          "rope_theta": th, "answer": "name", "seed": seed, "solve_step": s}
+                         for th in thetas for v, ss in steps.items() for seed, s in enumerate(ss)])
+
+
+def test_the_speed_panels_pair_each_rows_solve_steps_seed_by_seed(decisions):
+    import matplotlib.pyplot as plt
+
+    from llamanat_core.book.plotting import show, variant_color
+
+    nobody = _row(control="every control", verdict="not learned", reference_arm=np.nan, control_arm=np.nan)
+    d = pd.concat([decisions.iloc[[0]], pd.DataFrame([nobody])], ignore_index=True)
+    cells, notes, colors = dfig.matrix_speed_cells(d, _solve_runs())
+    assert notes == {("addition, finite", "abs_pos"): "better"}  # the line no row learns has no panel
+    ref, ctl = cells[("addition, finite", "abs_pos")]
+    assert list(ctl) == [200, 300] and ref.iloc[0] == 500 and np.isnan(ref.iloc[1])
+    assert colors == {"abs_pos": variant_color("abs_pos")}
+    fig = dfig.matrix_speed_figure(d, _solve_runs(), 4800)
+    assert len([ax for ax in fig.axes if ax.axison]) == 1
+    plt.close(fig)
+    assert dfig.matrix_speed_figure(d.iloc[1:], _solve_runs(), 4800) is None  # nothing to draw
+    show(None)  # and no figure is shown
+    base = "recall", "llama", "finite"
+    sweep = _row(measurement="sweep", control="rope_theta=10", task="recall", comparison="rope_theta=10 vs x",
+                 reference_arm=(*base, 10_000.0, "name"), control_arm=(*base, 10.0, "name"))
+    runs = _solve_runs("recall", (10_000.0, 10.0))
+    cells, notes, colors = dfig.recall_speed_cells(pd.DataFrame([sweep]), runs)
+    assert list(cells) == [("recall, finite", "base 10")] and list(colors) == ["base 10"]
+
+
+def test_a_strip_panel_per_row_on_its_endpoints_scale(decisions):
+    runs = _solve_runs().assign(time_capped=lambda r: r.solve_step.fillna(4800))
+    (panel,) = dfig.seed_strip_panels(runs, [decisions.iloc[0]], 4800)
+    assert panel["title"] == "abs_pos, addition, finite\nspeed: better"
+    assert list(panel["ref"]) == [500, 4800] and list(panel["ctl"]) == [200, 300]
+    assert panel["log"] and panel["cap"] == 4800 and "chance" not in panel

@@ -5,7 +5,11 @@ import pandas as pd
 import pytest
 
 from llamanat_core.analysis import comparisons, solve_times, stats, study_wide
-from llamanat_core.book.plotting.survival import kaplan_meier_figure
+from llamanat_core.book.plotting.survival import (
+    kaplan_meier_cells,
+    kaplan_meier_figure,
+    matrix_survival_figure,
+)
 
 
 @pytest.fixture(scope="module")
@@ -90,3 +94,17 @@ def test_kaplan_meier_panels_draw_the_estimate():
     ref = ax.lines[0]
     assert np.allclose(ref.get_ydata()[:5], [100, 75, 50, 50, 0])  # 100 % at 0, then the estimate
     assert np.allclose(ref.get_xdata()[:5], [0, 100, 200, 300, 400])
+
+
+def test_the_kaplan_meier_panels_are_the_matrix_speed_rows(committed_results, speed):
+    """One panel per speed row of the matrix, each arm's capped times and solves on the seeds
+    the row used, the log-rank's and the restricted mean's verdicts as its note; no row, no
+    figure."""
+    cells, notes, colors = kaplan_meier_cells(committed_results, speed)
+    matrix = speed[speed.measurement == "matrix"]
+    assert len(cells) == len(matrix) > 0 and set(colors) == {column for _, column in cells}
+    for (row, column), ((t_r, _), (t_c, solved_c)) in cells.items():
+        r = matrix[(matrix.control == column) & (matrix.task + ", " + matrix.regime == row)].iloc[0]
+        assert len(t_r) == len(t_c) == r.n and solved_c.sum() == r.control_solved
+        assert notes[(row, column)] == f"{r.logrank_verdict}; {r.rmst_verdict}"
+    assert matrix_survival_figure(committed_results, speed.iloc[:0], 4800) is None

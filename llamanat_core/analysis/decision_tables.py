@@ -13,7 +13,12 @@
 - `decision_effect_text`, `solved_text`, `margin_text`, `row_label`: one row's words, as the prose and
   the figures (`plotting.decisions`) write them; `row_facts` and `verdict_text`: one row's
   numbers and verdict for a sentence a chapter writes and the claim beside it;
-- `arm_values`, `paired_values`, `difference_sd`: one comparison's values seed by seed.
+- `arm_values`, `paired_values`, `difference_sd`: one comparison's values seed by seed;
+  `worked_row`: the row the methods appendix works through by hand; `seed_strip_rows`: the
+  rows the results chapter draws seed by seed; `stays_open`, `interval_widths`: what an
+  interval leaves open and how wide the intervals are;
+- `chapter_ledger`, `chapter_ledgers`: each mechanism chapter's rows (`CHAPTER_CONTROLS`),
+  listed whole for the results chapter.
 """
 from __future__ import annotations
 
@@ -22,7 +27,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from ..study import MEASUREMENTS, chapter_results, every_seed
+from ..study import ALPHABET_VARIANTS, MEASUREMENTS, THETAS, chapter_results, every_seed
 from . import comparisons
 from .comparisons import ENDPOINTS, variant_rows
 from .decision_cache import decided
@@ -227,6 +232,22 @@ def chapter_ledger(decisions: pd.DataFrame, controls) -> pd.DataFrame:
     registered = d.get("registered_verdict", d.verdict).astype(str).to_numpy()
     return table.rename(columns={"solved (ref vs control)": "solved"}).assign(
         registered=[r if r != v else "" for r, v in zip(registered, d.verdict.astype(str))])
+
+
+CHAPTER_CONTROLS = {
+    "norm": ("layernorm", "postnorm", "bias"), "rope": ("abs_pos",), "swiglu": ("gelu_mlp",),
+    "gqa": ("mha", "mqa"),
+    "sweep": tuple(f"rope_theta={t:,.0f}" for t in THETAS if t != comparisons.SWEEP_REFERENCE_THETA),
+    "alphabet": tuple(f"{v} copy" for v in ALPHABET_VARIANTS)}
+"""The controls each mechanism chapter sums up in one paragraph, by chapter in book order:
+the rows the results chapter lists for it (its ledger), named as `comparisons.decide` names them."""
+
+
+def chapter_ledgers(decisions: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """`chapter_ledger` of every chapter of CHAPTER_CONTROLS, in its order; a chapter none
+    of whose controls the decisions hold (a reader's own short run may lack some) is left out."""
+    return {name: chapter_ledger(decisions, controls) for name, controls in CHAPTER_CONTROLS.items()
+            if decisions.control.isin(controls).any()}
 
 
 OUTCOME = ["n", "solved (ref vs control)", "reference", "control", "effect [interval]", "verdict"]
@@ -445,6 +466,51 @@ def paired_values(runs: pd.DataFrame, row, column: str) -> pd.DataFrame:
     return pd.concat({"reference": ref, "control": ctl}, axis=1, join="inner")
 
 
+def worked_row(decisions: pd.DataFrame) -> pd.Series:
+    """The row the methods appendix and its correction work through by hand: of the primary
+    speed rows decided better or worse, the one with the smallest p; on a reader's short
+    run that decides none, the primary row with the smallest p (the first, with no p)."""
+    primary = decisions[decisions.primary.astype(bool)]
+    pick = primary[(primary.metric == "speed") & primary.verdict.isin(["better", "worse"])]
+    rows = pick if len(pick) else primary[primary.p.notna()] if primary.p.notna().any() else primary
+    return rows.sort_values("p", kind="stable").iloc[0]
+
+
+def seed_strip_rows(decisions: pd.DataFrame) -> list[pd.Series]:
+    """The comparisons the results chapter draws seed by seed, picked by rule among the
+    primary rows: the decided speed row and the decided generalisation row with the
+    smallest p, the equivalent row (the first by p) and the undecided row with the smallest
+    p; a kind the decisions lack is left out (none at all: the first primary row)."""
+    primary = decisions[decisions.primary.astype(bool)]
+    decided = primary.verdict.isin(["better", "worse"])
+    kinds = [primary[(primary.metric == "speed") & decided], primary[(primary.metric != "speed") & decided],
+             primary[primary.verdict == "equivalent"], primary[primary.verdict == "undecided"]]
+    picked = [rows.sort_values("p", kind="stable").iloc[0] for rows in kinds if len(rows)]
+    return picked or [primary.iloc[0]]
+
+
+def stays_open(rows: pd.DataFrame) -> pd.Series:
+    """Whether each row's interval leaves the comparison open by itself: it reaches past the
+    margin on at least one side, or an end sits at no difference only through tied pairs.
+    Every undecided row should; a decided or equivalent row does not."""
+    return ((rows.ci_low < rows.margin_low) | (rows.ci_high > rows.margin_high)
+            | rows.ci_low_ties.astype(bool) | rows.ci_high_ties.astype(bool))
+
+
+def interval_widths(decisions: pd.DataFrame) -> pd.Series:
+    """The median width of the primary rows' intervals, by endpoint kind and seeds: indexed
+    by (speed, n); a speed interval's width is the log of the ratio of its ends, an
+    accuracy interval's the difference of its ends. Rows with no interval, or both at
+    chance, are left out."""
+    primary = decisions[decisions.primary.astype(bool)]
+    shown = primary[primary.ci_low.notna() & (primary.verdict != "both at chance")]
+    low, high = shown.ci_low.astype(float), shown.ci_high.astype(float)
+    is_speed = shown.metric == "speed"
+    log_ratio = np.log((high / low).where(is_speed, 1.0))  # a ratio's width on the log scale
+    return (shown.assign(width=log_ratio.where(is_speed, high - low), speed=is_speed)
+            .groupby(["speed", "n"]).width.median())
+
+
 def difference_sd(runs: pd.DataFrame, row, seeds) -> float:
     """Standard deviation of one comparison's per-seed differences on `seeds`, in the
     endpoint's scale (log ratio for speed, accuracy otherwise); NaN with fewer than two."""
@@ -455,13 +521,14 @@ def difference_sd(runs: pd.DataFrame, row, seeds) -> float:
     return float(np.std(diff, ddof=1)) if len(diff) > 1 else math.nan
 
 
-__all__ = ["chapter_decisions", "decision_table", "chapter_ledger", "OUTCOME", "TEST", "decision_counts",
-           "what_moved",
+__all__ = ["chapter_decisions", "decision_table", "chapter_ledger", "chapter_ledgers", "CHAPTER_CONTROLS",
+           "OUTCOME", "TEST", "decision_counts", "what_moved",
            "branch_table", "conditional_cells", "conditional_table",
            "decision_effect_text", "solved_text", "row_facts", "verdict_text",
            "margin_text", "signed", "is_ratio", "row_label", "is_pending",
-           "arm_runs", "solved_of", "arm_values",
-           "paired_values", "difference_sd", "METRIC_TITLES", "MEASUREMENT_TITLES", "SHORT_TITLES"]
+           "arm_runs", "solved_of", "arm_values", "paired_values", "worked_row", "seed_strip_rows",
+           "stays_open", "interval_widths", "difference_sd",
+           "METRIC_TITLES", "MEASUREMENT_TITLES", "SHORT_TITLES"]
 
 
 # ---------------------------------------------------------------- censored times and the study as one

@@ -29,7 +29,7 @@ from . import claims
 
 # The chapter order of the book; `_toc.yml` lists the same chapters in the same order.
 CHAPTERS = ("model", "training", "text", "norm", "rope", "swiglu", "gqa", "sweep", "alphabet", "kv_cache",
-            "anatomy", "results", "methods")
+            "anatomy", "results", "methods", "correction")
 
 # Papermill bookkeeping that survives sanitising: what the chapter was run with.
 _KEEP_PAPERMILL = ("parameters",)

@@ -6,8 +6,12 @@ palette; their words (labels, effects, titles) come from `llamanat_core.analysis
   axis with plain tick labels;
 - `solve_curves_figure`: the share of seeds solved by each step, at most two curves a
   panel (the reference and one control); the time is capped, so every run is observed;
+  its panels for the matrix's speed rows (`matrix_speed_cells`, drawn by
+  `matrix_speed_figure`) and for the sweep's and the alphabet's (`recall_speed_cells`,
+  `recall_speed_figure`);
 - `seed_strip_figure`: per-seed values of a few comparisons, each seed's two runs joined
-  by a faint line, the two medians by a thick one;
+  by a faint line, the two medians by a thick one; its panels for decision rows
+  (`seed_strip_panels`);
 - `inversion_figure`: an interval read off its test, p against the shift.
 
 The verdict colours are `VERDICT_COLORS`, one per verdict kind.
@@ -23,7 +27,16 @@ import pandas as pd
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from ...analysis.decision_tables import MEASUREMENT_TITLES, METRIC_TITLES, is_ratio, row_label
+from ...analysis.comparisons import ENDPOINTS
+from ...analysis.decision_tables import (
+    MEASUREMENT_TITLES,
+    METRIC_TITLES,
+    SHORT_TITLES,
+    is_ratio,
+    paired_values,
+    row_label,
+)
+from ...analysis.stats import chance_floor
 from .seeds import chance_line, legend_outside, margin_label
 from .style import (
     CHANCE_COLOR,
@@ -33,6 +46,7 @@ from .style import (
     plain_number,
     step_panel_grid,
     use_book_style,
+    variant_color,
 )
 
 RATIO_TICKS = (0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50)
@@ -45,6 +59,11 @@ NULL_LABEL = "no difference"
 STEP_TICKS = (50, 100, 200, 300, 500, 1000, 2000, 3000, 5000, 10000)
 REFERENCE_STYLE = {"color": "#666666", "lw": 1.4, "ls": "--"}
 """The reference's curve: grey and dashed, apart from every control colour (black included)."""
+PRIMARY_PANELS = [[("matrix", "speed"), ("sweep", "speed"), ("alphabet", "speed")],
+                  [("length", "length_8"), ("length", "length_12"), ("sweep", "length_8"),
+                   ("sweep", "length_12"), ("alphabet", "length_8")]]
+"""The results chapter's forest of the primary endpoints (`decision_forest`'s `columns`):
+speed in one column, generalisation in the other."""
 
 
 # ---------------------------------------------------------------- forest of the primary endpoints
@@ -189,7 +208,10 @@ def solve_curves_figure(cells: dict, cap: float, reference: str = "reference", c
     """A grid of panels, each the share of seeds solved by step for the reference and one
     control. `cells` maps (row title, column title) -> (reference solve steps, control
     solve steps), NaN where a run never solved; the control of a column is named by its
-    title. `notes` maps a cell to a short text (its verdict) written in the panel."""
+    title. `notes` maps a cell to a short text (its verdict) written in the panel. No
+    cells (a reader's short run may leave none to draw): None, which `show` skips."""
+    if not cells:
+        return None
     grid = np.linspace(0.0, cap, 97)
 
     def draw(ax, cell, colour):
@@ -205,7 +227,70 @@ def solve_curves_figure(cells: dict, cap: float, reference: str = "reference", c
     return step_panel_grid(cells, cap, 125, "solved (%)", panel, draw, handles, colors)
 
 
+def matrix_speed_cells(decisions: pd.DataFrame, runs: pd.DataFrame) -> tuple[dict, dict, dict]:
+    """`solve_curves_figure`'s (cells, notes, colors) for the matrix's speed rows: a panel per
+    task and regime (a row of panels) and control (a column, in the control's colour), each
+    the two arms' solve steps seed by seed and the row's verdict; a row `not learned` has no
+    arms and is left out. Empty when a reader's short run leaves no matrix row to draw."""
+    rows = decisions[(decisions.measurement == "matrix") & (decisions.metric == "speed")
+                     & (decisions.verdict != "not learned")]
+    cells, notes, colors = {}, {}, {}
+    for r in rows.itertuples():
+        key = (f"{r.task}, {r.regime}", r.control)
+        pair = paired_values(runs, r, "solve_step")
+        cells[key], notes[key] = (pair.reference, pair.control), r.verdict
+        colors[r.control] = variant_color(r.control)
+    return cells, notes, colors
+
+
+def recall_speed_cells(decisions: pd.DataFrame, runs: pd.DataFrame) -> tuple[dict, dict, dict]:
+    """The same for the speed rows of the rotation sweep (each base against 10,000) and the
+    answer alphabet (copy answers against name answers), all recall on the finite set: one
+    row of panels, a column per comparison, coloured from the palette in turn (every arm of
+    the sweep is `llama`, so a variant's colour would not tell them apart)."""
+    rows = decisions[decisions.measurement.isin(["sweep", "alphabet"]) & (decisions.metric == "speed")]
+    cells, notes, colors = {}, {}, {}
+    for i, r in enumerate(rows.itertuples()):
+        key = ("recall, finite", row_label(r).replace("copy vs name ", "copy "))
+        pair = paired_values(runs, r, "solve_step")
+        cells[key], notes[key] = (pair.reference, pair.control), r.verdict
+        colors[key[1]] = PALETTE[(3, 1, 2)[i % 3]]
+    return cells, notes, colors
+
+
+def matrix_speed_figure(decisions: pd.DataFrame, runs: pd.DataFrame, cap: float):
+    """The share of seeds solved by each step for the matrix's speed rows, each control
+    against llama (`matrix_speed_cells`); None when there is no row to draw."""
+    cells, notes, colors = matrix_speed_cells(decisions, runs)
+    return solve_curves_figure(cells, cap, "reference: llama", colors, notes)
+
+
+def recall_speed_figure(decisions: pd.DataFrame, runs: pd.DataFrame, cap: float):
+    """The same for the rotation sweep and the answer alphabet (`recall_speed_cells`)."""
+    cells, notes, colors = recall_speed_cells(decisions, runs)
+    return solve_curves_figure(cells, cap, "reference: base 10,000, or name answers", colors, notes)
+
+
 # ---------------------------------------------------------------- per-seed strips
+
+def seed_strip_panels(runs: pd.DataFrame, rows, cap: float) -> list[dict]:
+    """`seed_strip_figure`'s panels for decision rows: each row's endpoint, seed by seed,
+    titled by the row's label, endpoint and verdict, in the control's colour; a speed row
+    on a log axis of steps with the cap drawn, an accuracy row with its chance floor."""
+    panels = []
+    for r in rows:
+        ep = ENDPOINTS[r.metric]
+        pair = paired_values(runs, r, ep.column)
+        panel = {"title": f"{row_label(r)}\n{SHORT_TITLES[r.metric]}: {r.verdict}",
+                 "reference": r.reference, "control": r.control, "ref": pair.reference, "ctl": pair.control,
+                 "color": variant_color(r.control_arm[1])}
+        if ep.log:
+            panel |= {"log": True, "cap": cap, "ylabel": "steps to solve (capped)"}
+        else:
+            panel |= {"chance": chance_floor(r.task, ep.n_pairs), "ylabel": "accuracy (%)"}
+        panels.append(panel)
+    return panels
+
 
 def seed_strip_figure(panels: list[dict], width: float = 10.0):
     """Per-seed values of a few comparisons, one panel each: the reference's seeds at the
@@ -277,4 +362,6 @@ def inversion_figure(shifts, pvalues, level: float, interval: tuple[float, float
 
 
 __all__ = ["decision_forest", "forest_axes", "panel_limits", "ratio_ticks", "plain", "arm_name",
-           "share_solved", "solve_curves_figure", "seed_strip_figure", "inversion_figure"]
+           "PRIMARY_PANELS", "share_solved", "solve_curves_figure", "matrix_speed_cells",
+           "recall_speed_cells", "matrix_speed_figure", "recall_speed_figure", "seed_strip_figure",
+           "seed_strip_panels", "inversion_figure"]

@@ -171,7 +171,11 @@ def png_bytes(fig) -> bytes:
 
 
 def show(fig) -> None:
-    """Display `fig` once as an inline PNG and close it (no duplicate at the cell's end)."""
+    """Display `fig` once as an inline PNG and close it (no duplicate at the cell's end).
+    None, what a figure function returns with nothing to draw (on a reader's short run),
+    shows nothing."""
+    if fig is None:
+        return
     if _in_kernel():
         from IPython.display import Image, display  # only inside a kernel, as above
 

@@ -1,6 +1,7 @@
 """Time to solve as a censored time: each arm's Kaplan–Meier curve of the share of seeds
 not yet solved, its band at `CONFIDENCE`, and the runs that never solved marked at the cap where
-they are censored (not tied)."""
+they are censored (not tied). `kaplan_meier_cells`: the panels of the matrix's speed rows,
+drawn by `matrix_survival_figure`."""
 from __future__ import annotations
 
 import warnings
@@ -8,8 +9,9 @@ import warnings
 import numpy as np
 from matplotlib.lines import Line2D
 
+from ...analysis.comparisons import seed_pairs, used_pairs
 from ...analysis.stats import CONFIDENCE, kaplan_meier
-from .style import CHANCE_COLOR, NEUTRAL, step_panel_grid
+from .style import CHANCE_COLOR, NEUTRAL, step_panel_grid, variant_color
 
 REFERENCE = {"color": "#555555", "lw": 1.3, "ls": "--"}
 
@@ -39,7 +41,10 @@ def kaplan_meier_figure(cells: dict, cap: float, reference: str = "reference", c
     """A grid of panels, each one comparison: the share of seeds not yet solved by each
     step, reference dashed grey and control in its colour. `cells` maps (row title, column
     title) -> ((reference times, reference solved), (control times, control solved)), times
-    the solve step or the cap; `notes` maps a cell to a short text written in the panel."""
+    the solve step or the cap; `notes` maps a cell to a short text written in the panel.
+    No cells (a reader's short run may leave none to draw): None, which `show` skips."""
+    if not cells:
+        return None
     def draw(ax, cell, colour):
         ref, ctl = cells[cell]
         _curve(ax, *ref, cap, REFERENCE)
@@ -52,3 +57,28 @@ def kaplan_meier_figure(cells: dict, cap: float, reference: str = "reference", c
                Line2D([], [], color=NEUTRAL, lw=1.6, label="control (the column's, in its colour)"),
                Line2D([], [], color=NEUTRAL, marker="|", ls="", ms=9, mew=1.6, label="unsolved at the cap")]
     return step_panel_grid(cells, cap, 105, "not solved (%)", panel, draw, handles, colors)
+
+
+def kaplan_meier_cells(results, survival) -> tuple[dict, dict, dict]:
+    """`kaplan_meier_figure`'s (cells, notes, colors) for the matrix's speed rows of
+    `survival` (`solve_times.speed_rows` with its censored verdicts): a panel per task and
+    regime (a row of panels) and control (a column, in its colour), each arm's capped times
+    and whether each run solved, on the seeds the row used, and its note the log-rank's and
+    the restricted mean's verdicts. Empty when a reader's short run leaves no such row."""
+    cells, notes, colors = {}, {}, {}
+    by_row = survival.set_index(["measurement", "comparison", "task", "regime"])
+    for key, pair in seed_pairs(results).items():
+        if key[0] != "matrix" or key not in by_row.index:
+            continue
+        r, used = by_row.loc[key], used_pairs(pair, int(by_row.loc[key].n))
+        cell = (f"{key[2]}, {key[3]}", key[1].split(" vs ")[0])
+        cells[cell] = tuple((used[f"time_capped_{s}"], ~used[f"censored_{s}"].astype(bool)) for s in "rc")
+        notes[cell], colors[cell[1]] = f"{r.logrank_verdict}; {r.rmst_verdict}", variant_color(cell[1])
+    return cells, notes, colors
+
+
+def matrix_survival_figure(results, survival, cap: float):
+    """The Kaplan–Meier curves of the matrix's speed rows, each control against llama
+    (`kaplan_meier_cells`); None when there is no row to draw."""
+    cells, notes, colors = kaplan_meier_cells(results, survival)
+    return kaplan_meier_figure(cells, cap, "reference: llama", colors, notes)
