@@ -13,10 +13,13 @@ from llamanat_core.analysis.scorecard import (
     MECHANISMS,
     NOT_RUN,
     PENDING,
+    at_best_rates,
     card_table,
     margin_score,
     rate_table,
     scorecard,
+    settled_rates,
+    text_verdict,
     tuned_differences,
     waiting_words,
 )
@@ -287,3 +290,21 @@ def test_the_bracket_figure_draws_each_arms_means_in_bits_with_the_reference_beh
     plt.close(fig)
     with pytest.raises(ValueError, match="size 'M'"):
         tuned.bracket_figure(means, size="M")
+
+
+def test_the_runs_at_best_rates_are_the_settled_arms_own():
+    runs = tuned_runs(rates=SETTLED)
+    assert settled_rates(runs) == {"llama": 1.0, "postnorm": 2.0, "base 10": 0.5}
+    best = at_best_rates(runs)
+    assert sorted(set(zip(best.arm, best.lr_scale))) == [("base 10", 0.5), ("llama", 1.0), ("postnorm", 2.0)]
+    assert len(best) == 3 * len(SEEDS)
+    assert at_best_rates(tuned_runs()).arm.tolist() == ["llama"] * len(SEEDS)  # the others' brackets are open
+    assert at_best_rates(runs, size="M").empty
+
+
+def test_a_text_verdict_is_the_primary_row_of_its_arm():
+    v = td.decide_tuned(tuned_runs(rates=SETTLED))
+    row = text_verdict(v, "postnorm")
+    assert row.verdict == "worse" and row.n == 10 and row.endpoint == td.PRIMARY
+    with pytest.raises(KeyError, match="no primary row for 'mqa' at S"):
+        text_verdict(v, "mqa")

@@ -223,6 +223,31 @@ def rate_table(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out).set_index(["size", "mechanism"])
 
 
+def settled_rates(runs: pd.DataFrame, size: str = "S") -> dict[str, float]:
+    """Arm -> its selected rate at `size`, for every arm whose bracket has settled (best
+    rate interior: `bracket_means`), the reference included."""
+    means = bracket_means(runs)
+    chosen = means[means.best & (means["size"] == size)]
+    return dict(zip(chosen.arm, chosen.lr_scale))
+
+
+def at_best_rates(runs: pd.DataFrame, size: str = "S") -> pd.DataFrame:
+    """The runs of `size` at each settled arm's selected rate (`settled_rates`): the runs
+    the primary comparisons pair, every seed so far, with their `arm` label."""
+    runs = td.check_frame(runs)
+    rate = runs.arm.map(settled_rates(runs, size))
+    return runs[(runs["size"] == size) & (runs.lr_scale == rate)]
+
+
+def text_verdict(verdicts: pd.DataFrame, arm: str, size: str = "S") -> pd.Series:
+    """The primary row of `arm` at `size` in `decide_tuned`'s verdicts (effect and interval
+    in nats per character; `BITS_PER_NAT` converts); a KeyError names an arm it lacks."""
+    rows = _primary(verdicts[verdicts["size"] == size], size)
+    if arm not in rows.index:
+        raise KeyError(f"no primary row for {arm!r} at {size}; the rows are {sorted(rows.index)}")
+    return rows.loc[arm]
+
+
 DIFFERENCE_COLUMNS = ["size", "arm", "seed", "lr_reference", "lr_arm", "difference"]
 
 
@@ -250,5 +275,6 @@ def tuned_differences(runs: pd.DataFrame, endpoint: str = td.PRIMARY) -> pd.Data
 
 
 __all__ = ["MECHANISMS", "NOT_RUN", "PENDING", "scorecard", "waiting_words", "card_table", "bracket_means",
-           "rate_table", "puzzle_summary", "margin_score", "tuned_differences", "CARD_COLUMNS",
+           "rate_table", "puzzle_summary", "margin_score", "tuned_differences", "settled_rates",
+           "at_best_rates", "text_verdict", "CARD_COLUMNS",
            "DIFFERENCE_COLUMNS", "BITS_PER_NAT"]
