@@ -32,7 +32,7 @@ from .study import (
 from .study.executors import check_ray
 from .study.kv_timing import TEXT_TIMING_FIELDS, ensure_timing
 from .study.text_plan import LR_SEEDS, TEXT_MEASUREMENTS
-from .study.text_recipe import recipe_budget, run_tuned, stored_in
+from .study.text_recipe import recipe_budget, run_tuned, stored_in, time_left
 from .study.verify import TOLERANCE, VERIFY_LR_SUM, VERIFY_STEPS, describe, verify
 from .train.compiled import compile_default
 from .train.loop import Budget, TaskSpec, fit
@@ -197,11 +197,23 @@ def _study_tuned(args, settings) -> int:
             print(f"{stage}: {len(runs)} runs ({sum(stored(r) is not None for r in runs)} stored)")
         for r in unique_runs(p):
             print(r.key, r.label)
+        print(_time_left_words(time_left(p, stored, args.workers), args.workers), file=sys.stderr)
         return 0
     run_tuned(settings.cache_dir, args.workers, steps, settings.weights_dir, compile=settings.compile,
               planner=tuned_study_plan, executor=args.executor, **_executor_options(args, ("tuned",)))
     print(f"study: tuned summary written to {settings.cache_dir / 'tuned_results.csv'}", file=sys.stderr)
     return 0
+
+
+def _time_left_words(left: dict[str, dict], workers: int) -> str:
+    """`time_left` in one line: runs left per size, and hours where a size has a timed run."""
+    parts = []
+    for size, t in left.items():
+        when = (f"about {t['hours']:.1f} h at the median {t['median_seconds']:.0f} s a run"
+                if t["hours"] is not None else "no run stored yet to time")
+        parts.append(f"{size}: {t['left']} runs left, {when}")
+    return (f"study: {'; '.join(parts)} ({workers} worker(s); brackets still growing and seeds "
+            "the rule has yet to add come on top)")
 
 
 def _text_plan(texts, settings, added: bool) -> dict:

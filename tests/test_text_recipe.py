@@ -327,3 +327,26 @@ def test_the_plan_adds_the_seeds_the_registered_rule_asks_for(monkeypatch):
     assert {r.seed for r in at_m} == set(range(5, 10))
     assert not any(r.keeps_weights for r in added)  # weights stay with seeds 0-2
     assert two_stage.tuned_added_seeds(plan, lambda r: None) == {}  # nothing stored, nothing added
+
+
+def test_time_left_counts_the_unstored_runs_at_the_stored_median():
+    plan, done, _ = _settle()
+    s_runs = sorted(r.key for r in done.values() if r.size == "S")
+    kept = set(s_runs[:3])  # three S runs stored, of 100, 200 and 400 seconds
+    seconds = dict(zip(sorted(kept), (100.0, 200.0, 400.0)))
+    stored = lambda r: {"seconds": seconds[r.key]} if r.key in kept else None
+    left = tr.time_left(plan, stored, workers=2)
+    from llamanat_core.study.plan import unique_runs
+
+    n_s = sum(r.size == "S" for r in unique_runs(plan))
+    assert left["S"] == {"left": n_s - 3, "median_seconds": 200.0, "hours": (n_s - 3) * 200.0 / 2 / 3600}
+    assert left["M"]["median_seconds"] is None and left["M"]["hours"] is None and left["M"]["left"] > 0
+
+
+def test_the_list_says_what_is_left(tmp_path, capsys):
+    from llamanat_core.cli import main
+
+    assert main(["study", "--only", "tuned", "--list", "--cache-dir", str(tmp_path), "--workers", "2"]) == 0
+    err = capsys.readouterr().err
+    n = len(tr.tuned_arms()) * 9
+    assert f"S: {n} runs left, no run stored yet to time" in err and "2 worker(s)" in err

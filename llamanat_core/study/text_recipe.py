@@ -276,6 +276,23 @@ def training_order(plan: dict[str, list[Run]], stored: Stored) -> list[Run]:
     return out
 
 
+def time_left(plan: dict[str, list[Run]], stored: Stored, workers: int = 2) -> dict[str, dict]:
+    """Per size, the plan's runs not stored yet, the median seconds of its stored runs (as
+    each run file records them: under the load they ran with), and the wall hours those
+    runs take at `workers` at that median (None while no run of the size is stored). Only
+    what the plan holds now: brackets still growing and seeds the rule has yet to add
+    come on top, so it is a lower bound."""
+    out = {}
+    for size in SIZES:
+        runs = [r for r in unique_runs(plan) if r.size == size]
+        seconds = sorted(e["seconds"] for r in runs if (e := stored(r)) is not None)
+        left = sum(stored(r) is None for r in runs)
+        median = seconds[len(seconds) // 2] if seconds else None
+        out[size] = {"left": left, "median_seconds": median,
+                     "hours": None if median is None else left * median / workers / 3600}
+    return out
+
+
 def run_tuned(cache_dir: Path = STUDY_DIR, workers: int = 1, steps: int | None = None,
               weights_dir: Path | None = None, progress: bool = True, compile: bool = True,
               planner: Planner | None = None, **executor_options) -> dict[str, list[Run]]:
