@@ -146,3 +146,30 @@ def test_per_token_ops_counts_norms_and_linear_weights():
     assert probe.per_token_ops(Config(norm="layer"))["norms"] == 5 * (7 * 64 + 2)
 
 
+
+
+def test_the_depth_figure_sets_each_placement_against_pre_norm_per_init():
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from llamanat_core.book.plotting import depth_figure
+
+    rows = [{"init_std": std, "norm_position": pos, "seed": seed, "layer": layer,
+             "rms": (1 + layer) * std * (2 if pos == "none" else 1) + 0.01 * seed}
+            for std in (0.02, 0.25) for pos in ("pre", "post", "none")
+            for seed in (0, 1) for layer in range(4)]
+    colors = {"pre": "#0072B2", "post": "#CC79A7", "none": "#7f7f7f"}
+    fig = depth_figure(pd.DataFrame(rows), (0.02, 0.25), colors)
+    axes = fig.axes
+    assert [ax.get_title() for ax in axes] == [f"init std {s}: {p} against pre"
+                                                for s in ("0.02", "0.25") for p in ("post", "none")]
+    assert all(ax.get_yscale() == "log" for ax in axes)
+    # per panel: two seeds and a mean for each of its two placements; the none panel's mean is twice pre's
+    none_top = axes[3].get_lines()
+    assert len(none_top) == 6
+    labelled = {ln.get_label(): ln.get_ydata() for ln in none_top if not ln.get_label().startswith("_")}
+    np.testing.assert_allclose(labelled["none"], 2 * labelled["pre"] - 0.005)
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["pre", "post", "none"]
+    plt.close(fig)
+    with pytest.raises(ValueError, match="none"):
+        depth_figure(pd.DataFrame(rows), (0.02, 0.25), {"pre": "#000000", "post": "#111111"})

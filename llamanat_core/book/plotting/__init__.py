@@ -55,6 +55,7 @@ from .mlp import KIND_COLORS, activation_figure, gate_figure
 from .seeds import (
     accuracy_grid,
     chance_line,
+    depth_figure,
     legend_outside,
     length_panels,
     margin_label,
@@ -99,7 +100,7 @@ __all__ = ["draw_ngram_lines", "text_arms_figure", "text_loss_figure", "text_win
            "PURPLE", "BLACK", "VARIANT_COLORS", "FIGURE_GROUPS", "TASK_COLORS", "CHANCE_COLOR",
            "STYLE", "PNG_METADATA", "PRINT_KWARGS", "use_book_style", "variant_color", "png_bytes",
            "show", "plain_number", "plain_ticks", "chance_line", "margin_label", "seed_points",
-           "seed_curves", "legend_outside",
+           "seed_curves", "depth_figure", "legend_outside",
            "accuracy_grid", "length_panels",
            "loss_curves_axes", "loss_figure", "early_loss_figure", "HEAT_CMAP", "MAP_LABEL",
            "attention_heatmap",

@@ -15,7 +15,7 @@ from ...analysis.stats import chance_floor
 from ...data.tasks import TRAIN_PAIRS
 from ...model.config import REGIMES
 from ...study import EXTRAPOLATE
-from .style import BLUE, CHANCE_COLOR, PALETTE, TASK_COLORS, VARIANT_COLORS, variant_color
+from .style import BLUE, CHANCE_COLOR, PALETTE, TASK_COLORS, VARIANT_COLORS, plain_ticks, variant_color
 
 
 def _label(index) -> str:
@@ -139,4 +139,33 @@ def length_panels(data, title: str, rows, pairs=(TRAIN_PAIRS, *EXTRAPOLATE), reg
         ax.set_title(f"{regime} data: {title}")
     legend_outside(axes[-1], fontsize=8)
     fig.tight_layout()
+    return fig
+
+
+def depth_figure(depth, stds: tuple[float, float], colors: dict[str, str], top: float = 1e4):
+    """The residual stream's RMS against depth, one row of panels per init std in `stds`,
+    each panel one placement against pre-norm (the reference): "post", then "none". Each
+    seed a thin line, their mean thick, on a log scale; `depth` is the norm chapter's frame
+    (init_std, norm_position, layer, rms, seed), `colors` one colour per placement. A
+    stream on its way to overflow leaves the plot above `top` (the first column's rows)."""
+    placements = ["pre", "post", "none"]
+    missing = [p for p in placements if p not in colors]
+    if missing:
+        raise ValueError(f"colors lacks the placement(s) {missing}")
+    fig, axes = plt.subplots(2, 2, figsize=(9, 6.2), sharex=True, sharey="row", layout="constrained")
+    for row, std in zip(axes, stds):
+        for ax, other in zip(row, ("post", "none")):
+            seed_curves(ax, depth[(depth.init_std == std) & depth.norm_position.isin(["pre", other])],
+                        "norm_position", "rms", order=["pre", other], percent=False, x="layer",
+                        colors=colors, legend=False)
+            ax.set_yscale("log")
+            ax.set(xlabel="depth (0 = the embedding)" if std == stds[-1] else "",
+                   ylabel="RMS of the residual stream" if other == "post" else "",
+                   title=f"init std {std:g}: {other} against pre")
+        row[0].set_ylim(top=min(row[0].get_ylim()[1], top))
+        plain_ticks(row[0], "y")
+    handles = {line.get_label(): line for ax in axes.flat for line in ax.get_lines()
+               if not line.get_label().startswith("_")}
+    fig.legend(handles=[handles[p] for p in placements], title="norm placement (mean of the seeds)",
+               loc="outside lower center", ncol=len(placements), fontsize=8.5)
     return fig
