@@ -9,7 +9,7 @@ import torch
 
 from llamanat_core import TinyLlama, variant_config
 from llamanat_core.book.helpers.text import reference_text_model
-from llamanat_core.book.inside import arm_samples, loss_by_position, tuned_model
+from llamanat_core.book.inside import arm_samples, loss_by_position, samples_text, tuned_model
 from llamanat_core.book.plotting import tuned
 from llamanat_core.data.text import VOCAB_SIZE, decode, load_corpus, windows
 from llamanat_core.model.model import answer_loss
@@ -180,3 +180,13 @@ def test_distinct_share_is_small_for_a_loop_and_one_for_new_words():
     assert distinct_share("Anne had been walking alone") == 1.0
     with pytest.raises(ValueError, match="no word"):
         distinct_share("  \n")
+
+
+def test_samples_print_one_arm_a_block_each_text_on_one_line():
+    import pandas as pd
+
+    samples = pd.DataFrame({"label": ["llama", "gelu_mlp"], "greedy": ["a b\nc", "d"],
+                            "sampled": ["e", "f\ng"]})
+    text = samples_text(samples, {"gelu_mlp": "GELU MLP"})
+    assert text == ("reference\n  greedy:  a b c\n  sampled: e\n\n"
+                    "GELU MLP\n  greedy:  d\n  sampled: f g\n")

@@ -103,6 +103,15 @@ def arm_samples(models: dict[str, TinyLlama], prompt: str, n_chars: int, seed: i
     return pd.DataFrame(rows, columns=["label", "greedy", "sampled"])
 
 
+def samples_text(samples: pd.DataFrame, names: dict[str, str], default: str = "reference") -> str:
+    """`arm_samples` as the chapter prints them: per arm its name (`names`, else
+    `default`), then its greedy and its sampled text, each on one line (a line break of the
+    novel shown as a space), a blank line between arms."""
+    one_line = lambda t: t.replace("\n", " ")  # noqa: E731
+    return "\n".join(f"{names.get(r.label, default)}\n  greedy:  {one_line(r.greedy)}\n"
+                     f"  sampled: {one_line(r.sampled)}\n" for r in samples.itertuples())
+
+
 def distinct_share(text: str) -> float:
     """Distinct words over words: near 1 for text that never repeats a word, small for a
     loop ("the same the same ..." is 2 of 20 in twenty words). Words are split on spaces."""
@@ -112,4 +121,5 @@ def distinct_share(text: str) -> float:
     return len(set(words)) / len(words)
 
 
-__all__ = ["tuned_model", "settled_models", "loss_by_position", "arm_samples", "distinct_share"]
+__all__ = ["tuned_model", "settled_models", "loss_by_position", "arm_samples", "samples_text",
+           "distinct_share"]
