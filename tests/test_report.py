@@ -494,6 +494,8 @@ def test_early_loss_figure_draws_each_group_faint_and_its_median_up_to_the_step_
 
 
 def test_and_list_joins_words_as_prose():
+    assert report.and_list(["post-norm", "MHA"], start=True) == "Post-norm and MHA"
+    assert report.and_list(["MHA matched"], start=True) == "MHA matched"
     assert report.and_list([3]) == "3"
     assert report.and_list(["a", "b"]) == "a and b"
     assert report.and_list(("a", "b", "c")) == "a, b and c"

@@ -218,12 +218,14 @@ def seed_list_text(seeds, empty: str = "none") -> str:
     return ", ".join(map(str, seeds))
 
 
-def and_list(words, empty: str = "–") -> str:
-    """Words for prose: 'a', 'a and b', 'a, b and c'; `empty` when there are none."""
+def and_list(words, empty: str = "–", start: bool = False) -> str:
+    """Words for prose: 'a', 'a and b', 'a, b and c'; `empty` when there are none. `start`:
+    the list opens a sentence, so its first letter is a capital (the rest kept: "MHA")."""
     words = [str(w) for w in words]
     if not words:
         return empty
-    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+    text = words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+    return text[:1].upper() + text[1:] if start else text
 
 
 # ---------------------------------------------------------------- ranges in prose
