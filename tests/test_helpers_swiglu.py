@@ -157,3 +157,22 @@ def test_the_activation_figure_shows_relu_as_the_only_switch():
         step, smooth = bottom.get_lines()
         assert set(step.get_ydata().tolist()) == {0.0, 1.0}
         assert 0 < smooth.get_ydata().min() and smooth.get_ydata().max() < 1
+
+
+def test_the_parameter_table_counts_the_built_models():
+    from llamanat_core import EXPECTED_PARAMETERS
+
+    t = swiglu.parameter_table(("llama", "gelu_mlp"))
+    assert list(t.index) == ["llama", "gelu_mlp"] and list(t.MLP) == ["SwiGLU", "GELU"]
+    assert list(t.matrices) == [3, 2] and list(t["hidden width"]) == [REFERENCE.d_ff, REFERENCE.gelu_ff]
+    assert t["MLP parameters per layer"].nunique() == 1  # the width rule keeps the count
+    assert t.loc["llama", "MLP parameters per layer"] == 3 * REFERENCE.d_model * REFERENCE.d_ff
+    assert list(t["model parameters"]) == [EXPECTED_PARAMETERS["llama"], EXPECTED_PARAMETERS["gelu_mlp"]]
+
+
+def test_trained_gates_summarise_each_tasks_committed_reference():
+    trained, sources, summary = swiglu.trained_gates(("recall",))
+    assert set(trained["recall"]) == {"gate", "up", "hidden"} and "committed" in sources["recall"]
+    want = swiglu.gate_summary(trained["recall"]["gate"], trained["recall"]["hidden"])
+    assert summary.index.name == "task" and summary.loc["recall"].to_dict() == want
+    assert 0 < want["gate_negative"] < 1 and 0 < want["mass_negative_gate"] < want["gate_negative"]

@@ -157,12 +157,41 @@ def gate_summary(gate: torch.Tensor, hidden: torch.Tensor) -> dict[str, float]:
             "mass_negative_gate": float(mass[off].sum() / mass.sum())}
 
 
+def trained_gates(tasks, fresh: bool = False, steps: int | None = None) -> tuple[dict, dict, pd.DataFrame]:
+    """Per task, the trained seed-0 reference's MLP pre-activations (`trained_hidden`) and
+    where its weights came from (`reference_model`), and the table of `gate_summary`, one
+    row per task (index `task`)."""
+    trained, sources = {}, {}
+    for task in tasks:
+        model, sources[task], ids = reference_model(task, fresh=fresh, steps=steps)
+        trained[task] = trained_hidden(model, ids)
+    summary = pd.DataFrame({t: gate_summary(trained[t]["gate"], trained[t]["hidden"]) for t in tasks}).T
+    summary.index.name = "task"
+    return trained, sources, summary
+
+
 # ---------------------------------------------------------------- three matrices against two
 
 def mlp_parameters(variant: str) -> int:
     """MLP parameters per layer of a variant, counted on the built model."""
     cfg = variant_config(variant)
     return TinyLlama(cfg, seed=None).parameter_breakdown()["mlp"] // cfg.n_layers
+
+
+def parameter_table(variants=("llama", "gelu_mlp")) -> pd.DataFrame:
+    """Each variant's MLP as built: its kind, matrices per layer, hidden width, MLP
+    parameters per layer and the whole model's, counted on the built model (index
+    `variant`)."""
+    rows = []
+    for variant in variants:
+        cfg = variant_config(variant)
+        model = TinyLlama(cfg, seed=None)
+        rows.append({"variant": variant, "MLP": "SwiGLU" if cfg.mlp == "swiglu" else "GELU",
+                     "matrices": len(list(model.layers[0].mlp.parameters())),
+                     "hidden width": cfg.d_ff if cfg.mlp == "swiglu" else cfg.gelu_ff,
+                     "MLP parameters per layer": mlp_parameters(variant),
+                     "model parameters": model.num_parameters()})
+    return pd.DataFrame(rows).set_index("variant")
 
 
 def width_table(formatted: bool = False) -> pd.DataFrame:
