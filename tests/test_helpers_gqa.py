@@ -62,3 +62,12 @@ def test_head_map_figure_draws_one_line_per_read_from_each_query_head_to_its_kv_
         plt.close(wrong)
     finally:
         plt.close(fig)
+
+
+def test_expansion_checks_tabulate_each_expansion_in_each_layout():
+    from llamanat_core.model.blocks import repeat_kv
+
+    checks = gqa.expansion_checks({"right": repeat_kv, "tiled": lambda x, n: x.repeat(1, n, 1, 1)})
+    assert list(checks.index) == ["MHA", "GQA", "MQA"] and list(checks.n_rep) == [1, 2, 4]
+    assert checks.right.all()
+    assert checks.tiled.to_dict() == {"MHA": True, "GQA": False, "MQA": True}  # wrong only where groups exist

@@ -42,6 +42,18 @@ def check_repeat_kv(n_heads: int, n_kv_heads: int, fn=repeat_kv, seed: int = 0,
     return all(torch.equal(out[:, h], kv[:, h // n_rep]) for h in range(n_heads))
 
 
+def expansion_checks(expansions: dict, layouts=LAYOUTS) -> pd.DataFrame:
+    """`check_repeat_kv` of each expansion (name -> fn(x, n_rep)) in each layout: one row
+    per layout (its name, index `layout`) with its n_rep and one column per expansion."""
+    rows = []
+    for v, name in layouts:
+        cfg = variant_config(v)
+        checks = {label: check_repeat_kv(cfg.n_heads, cfg.n_kv_heads, fn=fn)
+                  for label, fn in expansions.items()}
+        rows.append({"layout": name, "n_rep": cfg.n_heads // cfg.n_kv_heads, **checks})
+    return pd.DataFrame(rows).set_index("layout")
+
+
 def head_maps(layouts=LAYOUTS) -> dict[str, tuple[str, list[int]]]:
     """variant -> (layout name, `head_map` of its config): what `plotting.head_map_figure`
     draws."""
