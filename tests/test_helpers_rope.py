@@ -55,3 +55,32 @@ def test_rows_past_the_trained_length_get_no_gradient_and_only_decay():
 
 # ---------------------------------------------------------------- what the trained models read
 
+
+
+def test_the_row_gradient_figure_draws_a_bar_per_row_and_a_line_per_mark():
+    import matplotlib.pyplot as plt
+
+    from llamanat_core.book.plotting import row_gradient_figure
+
+    norms = [1.0, 0.5, 0.0, 0.0]
+    fig = row_gradient_figure(norms, {"trained length": 2, "longer": 3}, title="t")
+    ax = fig.axes[0]
+    assert [p.get_height() for p in ax.patches] == norms
+    assert [ln.get_xdata()[0] for ln in ax.get_lines()] == [1.5, 2.5]  # before the first row past each mark
+    assert [t.get_text() for t in ax.texts] == ["trained length", "longer"] and ax.get_title() == "t"
+    plt.close(fig)
+
+
+def test_the_score_map_is_centred_on_zero_and_ticks_every_third_position():
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from llamanat_core.book.plotting import score_map_figure
+
+    scores = np.array([[1.0, -2.0], [0.5, 0.0]])
+    fig = score_map_figure(scores, title="t", tick_every=1)
+    im = fig.axes[0].get_images()[0]
+    assert im.get_clim() == (-2.0, 2.0)  # symmetric: white is zero
+    np.testing.assert_array_equal(im.get_array(), scores)
+    assert list(fig.axes[0].get_xticks()) == [0, 1] and fig.axes[0].get_title() == "t"
+    plt.close(fig)

@@ -40,6 +40,8 @@ from .attention import (
     recall_attention_figure,
     recall_by_pair_figure,
     recall_items_figure,
+    row_gradient_figure,
+    score_map_figure,
     text_window_figure,
 )
 from .curves import (
@@ -105,6 +107,8 @@ __all__ = ["draw_ngram_lines", "text_arms_figure", "text_loss_figure", "text_win
            "loss_curves_axes", "loss_figure", "early_loss_figure", "HEAT_CMAP", "MAP_LABEL",
            "attention_heatmap",
            "attention_grid", "head_map_axes", "head_map_figure", "position_heatmap",
-           "recall_attention_figure", "recall_items_figure", "text_window_figure", "recall_by_pair_figure",
+           "recall_attention_figure", "recall_items_figure", "row_gradient_figure", "score_map_figure",
+           "text_window_figure",
+           "recall_by_pair_figure",
            "addition_attention_figure", "VERDICT_COLORS", "VISIONS", "colour_distance",
            "colliding_tick_labels", "keep_end_labels_inside"]

@@ -2,7 +2,9 @@
 task summaries `recall_attention_figure`, `recall_items_figure`, `recall_by_pair_figure`,
 `addition_attention_figure`. They draw what `llamanat_core.book.mechanism` returns, on the
 sequential `HEAT_CMAP` with token names on the axes and a colour bar. `head_map_figure`
-draws which KV head each query head reads (`helpers.gqa.head_maps`).
+draws which KV head each query head reads (`helpers.gqa.head_maps`); `row_gradient_figure`
+which rows of a learned position table one training batch reaches; `score_map_figure` a
+query-by-key score matrix on a diverging scale.
 """
 from __future__ import annotations
 
@@ -261,5 +263,36 @@ def head_map_figure(maps: dict[str, tuple[str, list[int]]]):
         k = max(reads) + 1
         head_map_axes(ax, reads, f"{name}: {k} KV head{'s' if k > 1 else ''} ({variant})",
                       color=variant_color(variant))
+    fig.tight_layout()
+    return fig
+
+
+def row_gradient_figure(grad_row_norm, marks: dict[str, int], title: str | None = None):
+    """A learned position table's gradient norm per row (= position) after one training
+    batch, as bars, with a dashed line before each position of `marks` (label -> first
+    position past it, e.g. the trained length and the longer lists' prompt lengths)."""
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    ax.bar(range(len(grad_row_norm)), grad_row_norm, color=variant_color("abs_pos"))
+    for text, pos in marks.items():
+        ax.axvline(pos - 0.5, color="0.4", lw=0.9, ls="--")
+        ax.text(pos - 0.2, ax.get_ylim()[1] * 0.92, text, fontsize=8, color="0.3")
+    ax.set(xlabel="row of the position table (= position)", ylabel="gradient norm of the row (clipped)",
+           title=title)
+    fig.tight_layout()
+    return fig
+
+
+def score_map_figure(scores, title: str = "q · k after rotation", tick_every: int = 3):
+    """A (query position, key position) matrix of attention scores on a diverging scale
+    centred on zero (red above, blue below), so stripes along the diagonals, where only
+    the offset m − n matters, show as bands of one colour."""
+    scores = np.asarray(scores)  # (M, N)
+    fig, ax = plt.subplots(figsize=(5.2, 4.2))
+    lim = float(np.abs(scores).max())
+    im = ax.imshow(scores, cmap="RdBu_r", vmin=-lim, vmax=lim)
+    ax.set(xlabel="key position n", ylabel="query position m", title=title,
+           xticks=range(0, scores.shape[1], tick_every), yticks=range(0, scores.shape[0], tick_every))
+    ax.grid(False)
+    fig.colorbar(im, ax=ax, shrink=0.85, label="score")
     fig.tight_layout()
     return fig
