@@ -136,3 +136,18 @@ def test_measure_text_timing_times_both_ways_and_checks_the_text_is_the_same(tmp
         load_text_timing(path)
     with pytest.raises(ValueError, match="n_new"):
         kp.measure_text_timing(n_new=0, model=model)
+
+
+def test_cache_agreement_rows_and_missing_references(prompts, tmp_path, monkeypatch):
+    addition = torch.zeros(3, 7, dtype=torch.long)
+    stds = {"narrow": 0.02, "wide": 0.3}
+    t = kp.cache_agreement(prompts, 8, stds, addition, variants=["llama", "mqa"], weights_dir=tmp_path)
+    assert list(t.index) == [("llama", "narrow"), ("mqa", "narrow"), ("llama", "wide"), ("mqa", "wide")]
+    assert t.index.names == ["variant", "weights"] and "tokens" not in t.columns
+    assert t["identical"].all() and (t["tokens compared"] == 12 * 8).all() and t["identical"].dtype == bool
+    assert t.loc[("llama", "wide"), "distinct generations"] > 1  # no reference in tmp_path: no trained rows
+    model = TinyLlama(variant_config("llama"), seed=3)
+    monkeypatch.setattr(kp, "load_reference", lambda task, d: model if task == "addition" else None)
+    t = kp.cache_agreement(prompts, 8, {"wide": 0.3}, addition, variants=["llama"], weights_dir=tmp_path)
+    assert list(t.index) == [("llama", "wide"), ("llama", "trained on addition, seed 0")]
+    assert t.loc[("llama", "trained on addition, seed 0"), "tokens compared"] == 3 * 6  # 6 tokens each

@@ -20,7 +20,7 @@ import pandas as pd
 import torch
 
 from ...data.text import encode
-from ...model.config import variant_config
+from ...model.config import MATRIX_VARIANTS, variant_config
 from ...model.kv import KVCache, greedy_decode
 from ...model.model import TinyLlama
 from ...model.published import PUBLISHED, kv_cache_bytes
@@ -95,6 +95,30 @@ def cached_vs_recomputed(model: TinyLlama, prompts: torch.Tensor, n_new: int) ->
             "tokens that differ": int((cached != recomputed).sum()),
             "distinct generations": len({tuple(r) for r in cached.tolist()}),
             "tokens": cached}
+
+
+def cache_agreement(prompts: torch.Tensor, n_new: int, stds: dict[str, float],
+                    addition_prompts: torch.Tensor, variants=None, weights_dir: Path = WEIGHTS_DIR,
+                    addition_new: int = 6) -> pd.DataFrame:
+    """`cached_vs_recomputed` for many models, one row each, indexed by (variant, weights).
+
+    Every variant (the matrix by default) with seed-0 weights drawn at each std of `stds`
+    (row label -> std), on `prompts` for `n_new` tokens; then the committed seed-0
+    references that exist: recall's on the same prompts, addition's on `addition_prompts`
+    for `addition_new` tokens (the graded chain). A missing reference has no row."""
+    rows = {}
+    for label, std in stds.items():
+        for v in MATRIX_VARIANTS if variants is None else variants:
+            model = TinyLlama(variant_config(v, init_std=std), seed=0).eval()
+            rows[(v, label)] = cached_vs_recomputed(model, prompts, n_new)
+    for task, ids, new in (("recall", prompts, n_new), ("addition", addition_prompts, addition_new)):
+        model = load_reference(task, weights_dir)
+        if model is not None:
+            rows[("llama", f"trained on {task}, seed 0")] = cached_vs_recomputed(model, ids, new)
+    table = pd.DataFrame({k: {c: x for c, x in r.items() if c != "tokens"} for k, r in rows.items()}).T
+    table = table.infer_objects()
+    table.index.names = ["variant", "weights"]
+    return table
 
 
 def held_bytes(cache: KVCache) -> int:
