@@ -105,3 +105,15 @@ def test_a_fully_masked_row_is_nan_with_minus_infinity_and_uniform_with_finfo_mi
 def test_transformers_fills_with_finfo_min():
     assert mp.transformers_fill(torch.float32) == torch.finfo(torch.float32).min
     assert mp.transformers_fill(torch.float16) == torch.finfo(torch.float16).min
+
+
+def test_split_summary_counts_rows_with_a_solved_and_an_unsolved_seed():
+    def runs(variant, accs, step=2000):
+        return [{"task": "recall", "regime": "finite", "variant": variant, "seed": s, "step": step,
+                 "test_acc": a, "final": True} for s, a in enumerate(accs)]
+    rows = runs("llama", [1.0, 0.1]) + runs("mqa", [1.0, 0.99]) + runs("gelu_mlp", [0.2, 0.25])
+    early = {**rows[0], "step": 100, "test_acc": 0.0, "final": False}  # not a last checkpoint: ignored
+    summary = mp.split_summary(pd.DataFrame(rows + [early]))
+    assert summary == {"split": 1, "rows": 3, "step": 2000, "one_step": True}
+    assert mp.split_summary(pd.DataFrame(runs("llama", [0.9, 0.5]) + runs("mqa", [0.1], 1500))) == {
+        "split": 0, "rows": 2, "step": 2000, "one_step": False}  # 0.5 is not unsolved (above 0.4)

@@ -16,6 +16,7 @@ import math
 import pandas as pd
 import torch
 
+from ...analysis.report import split_rows
 from ...model.blocks import Attention, causal_mask
 from ...model.config import Config
 from ...model.published import PUBLISHED, PublishedModel, llama_ffn_rule, llama_parameters
@@ -195,8 +196,22 @@ def plateau_dwell(curves: pd.DataFrame, level: float, tol: float) -> pd.DataFram
     return pd.DataFrame(rows)
 
 
+
+# ---------------------------------------------------------------- the study's seeds
+
+def split_summary(results: pd.DataFrame) -> dict:
+    """The rows (task, regime, variant) whose seeds split at their last checkpoint, one
+    ending solved and another unsolved (`report.split_rows`): how many (`split`), out of
+    how many rows (`rows`), the step they are read at (`step`, the latest) and whether
+    every run was read at that one step (`one_step`)."""
+    last = results[results["final"]]
+    split = split_rows(last)
+    return {"split": int(split.sum()), "rows": len(split), "step": int(last.step.max()),
+            "one_step": last.step.nunique() == 1}
+
+
 __all__ = ["CHINCHILLA_TOKENS_PER_PARAMETER", "LLAMA1_TRAINING_TOKENS", "attention_for",
            "budget_tokens", "chinchilla_tokens", "component_counts", "compute_table",
            "every_query_sees_itself", "guessing_loss", "inference_flops", "masked_softmax",
-           "paper_billions", "plateau_dwell", "published_counts", "training_flops",
+           "paper_billions", "plateau_dwell", "published_counts", "split_summary", "training_flops",
            "transformers_fill"]
