@@ -189,3 +189,58 @@ def test_queried_mass_is_the_best_heads_share_of_the_queried_value():
     best = queried_mass(model, 0)
     assert 0.0 < best <= 1.0
     assert best == float(a[a.role == "queried value"].mass.max())
+
+
+def _profile(variant, answer, seed, right, other, absent, p_other=0.2, p_absent=0.01):
+    return {"variant": variant, "answer": answer, "seed": seed, "items": right + other + absent,
+            "right": right, "another value of the item": other, "a value not in the item": absent,
+            "another token": 0,
+            "p per other value of the item": p_other, "p per value not in the item": p_absent}
+
+
+def test_wrong_answer_table_counts_and_shares_by_hand():
+    import pandas as pd
+
+    from llamanat_core.book.helpers.alphabet import wrong_answer_table
+
+    profiles = pd.DataFrame([_profile("llama", "copy", 0, 90, 9, 1, p_other=0.1),
+                             _profile("llama", "copy", 1, 50, 30, 0, p_other=0.3),
+                             _profile("llama", "name", 0, 97, 2, 1)])
+    t = wrong_answer_table(profiles, rounded=False)
+    assert list(t.index) == [("llama", "copy"), ("llama", "name")]  # in the order met
+    assert t.loc[("llama", "copy"), "wrong answers"] == 40
+    assert t.loc[("llama", "copy"), "another value of the item (%)"] == 100 * 39 / 40
+    assert t.loc[("llama", "name"), "a value not in the item (%)"] == 100 / 3
+    assert t.loc[("llama", "copy"), "p per other value of the item"] == pytest_approx(0.2)
+    assert wrong_answer_table(profiles).loc[("llama", "name"), "a value not in the item (%)"] == 33.3
+
+
+def test_replay_matches_flags_a_run_whose_accuracy_differs():
+    import pandas as pd
+
+    from llamanat_core.book.helpers.alphabet import replay_matches
+
+    profiles = pd.DataFrame([_profile("llama", "copy", 0, 90, 10, 0), _profile("untied", "name", 3, 1, 3, 0)])
+    recorded = pd.DataFrame({"variant": ["untied", "llama"], "answer": ["name", "copy"], "seed": [3, 0],
+                             "test_acc": [0.25, 0.9]})
+    assert replay_matches(profiles, recorded) == [True, True]
+    recorded.loc[0, "test_acc"] = 0.5
+    assert replay_matches(profiles, recorded) == [True, False]
+
+
+def test_checkpoint_profiles_one_row_per_run_with_accuracy_and_lookup():
+    from llamanat_core import TinyLlama, variant_config
+    from llamanat_core.book.helpers.alphabet import checkpoint_profiles, queried_mass
+
+    models = {}
+
+    def load(variant, answer, seed):
+        models[(variant, answer, seed)] = TinyLlama(variant_config(variant), seed=seed).eval()
+        return models[(variant, answer, seed)]
+
+    p = checkpoint_profiles([0, 1], ["llama"], ("name", "copy"), load=load)
+    assert list(zip(p.variant, p.answer, p.seed)) == [("llama", "name", 0), ("llama", "name", 1),
+                                                       ("llama", "copy", 0), ("llama", "copy", 1)]
+    assert (p.accuracy == p.right / p["items"]).all() and (p["items"] > 0).all()
+    assert p["queried value"].iloc[3] == queried_mass(models[("llama", "copy", 1)], 1)
+    assert list(p.columns[-2:]) == ["accuracy", "queried value"]

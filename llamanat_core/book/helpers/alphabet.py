@@ -2,6 +2,7 @@
 answer token differs. Checked on the data itself, split by split."""
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -146,3 +147,46 @@ def queried_mass(model, seed: int) -> float:
     has built the lookup, as one number per model."""
     a = recall_attention(model, seed)
     return float(a[a.role == "queried value"].mass.max())
+
+
+# ---------------------------------------------------------------- the checkpointed runs, looked inside
+
+def checkpoint_profiles(seeds, variants=CHECKPOINT_VARIANTS, answers=FORMULATIONS,
+                        load=load_checkpoint) -> pd.DataFrame:
+    """Every checkpointed run looked inside, one row per (variant, answer, seed) in that
+    order: its `answer_profile` on the test items the study scored it on, its `accuracy`
+    there, and how far it has built the lookup (`queried value`, `queried_mass`).
+    `load(variant, answer, seed)` gives the model (the committed checkpoint by default)."""
+    rows = []
+    for v in variants:
+        for a in answers:
+            for s in seeds:
+                model = load(v, a, s)
+                rows.append({"variant": v, "answer": a, "seed": s,
+                             **answer_profile(model, *scored_items(s, a), a),
+                             "queried value": queried_mass(model, s)})
+    out = pd.DataFrame(rows)
+    out.insert(len(out.columns) - 1, "accuracy", out.right / out["items"])
+    return out
+
+
+def wrong_answer_table(profiles: pd.DataFrame, rounded: bool = True) -> pd.DataFrame:
+    """Per variant and formulation: the wrong answers, the share (%) of each wrong kind, and
+    the mean probability per other value of the item and per value not in it (rounded to
+    1 and 3 decimals unless `rounded` is False)."""
+    by = profiles.groupby(["variant", "answer"], sort=False)
+    wrong = by[list(KINDS[1:])].sum()
+    shares = {f"{k} (%)": 100 * wrong[k] / wrong.sum(axis=1) for k in KINDS[1:]}
+    probabilities = by[["p per other value of the item", "p per value not in the item"]].mean()
+    if rounded:
+        shares = {k: s.round(1) for k, s in shares.items()}
+        probabilities = probabilities.round(3)
+    return pd.DataFrame({"wrong answers": wrong.sum(axis=1), **shares}).join(probabilities)
+
+
+def replay_matches(profiles: pd.DataFrame, final_rows: pd.DataFrame) -> list[bool]:
+    """For each profiled run: does its replayed accuracy equal the test accuracy the study
+    recorded for it (`final_rows`, one row per variant, answer and seed)?"""
+    recorded = final_rows.set_index(["variant", "answer", "seed"]).test_acc
+    return [bool(np.isclose(r.right / r["items"], recorded.loc[(r.variant, r.answer, r.seed)]))
+            for _, r in profiles.iterrows()]
