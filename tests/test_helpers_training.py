@@ -46,3 +46,21 @@ def test_toy_run_records_every_step_and_the_loss_falls():
     assert (record.lr == 1e-3).all()
     assert record.loss.iloc[0] == pytest.approx(math.log(REFERENCE.vocab_size), abs=0.1)
     assert record.loss.iloc[-1] < record.loss.iloc[0]
+
+
+def test_solved_counts_per_task_and_regime_at_the_study_settings():
+    import pandas as pd
+
+    def run(task, regime, censored, variant="llama", answer="name", theta=10_000.0):
+        return {"task": task, "regime": regime, "variant": variant, "answer": answer, "rope_theta": theta,
+                "censored": censored}
+    runs = pd.DataFrame([run("recall", "finite", False), run("recall", "finite", True),
+                         run("recall", "fresh", True), run("addition", "finite", False),
+                         run("recall", "finite", False, variant="mqa"),  # another variant
+                         run("recall", "finite", False, answer="copy"),  # the alphabet's formulation
+                         run("recall", "finite", False, theta=100.0)])   # the sweep's base
+    counts = tp.solved_counts(runs)
+    assert counts.to_dict("index") == {("addition", "finite"): {"solved": 1, "runs": 1},
+                                       ("recall", "finite"): {"solved": 1, "runs": 2},
+                                       ("recall", "fresh"): {"solved": 0, "runs": 1}}
+    assert tp.solved_counts(runs, "mqa").loc[("recall", "finite"), "solved"] == 1

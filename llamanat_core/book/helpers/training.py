@@ -15,6 +15,7 @@ from functools import partial
 import pandas as pd
 import torch
 
+from ...analysis.comparisons import at_settings
 from ...train.schedule import warmup_cosine
 
 # Touvron et al. (2023), "LLaMA: Open and efficient foundation language models", section 2.3.
@@ -47,3 +48,11 @@ def toy_run(step, batches) -> pd.DataFrame:
         loss = float(step(ids))
         rows.append({"step": i, "lr": step.opt.param_groups[0]["lr"], "loss": loss})
     return pd.DataFrame(rows).set_index("step")
+
+
+def solved_counts(runs: pd.DataFrame, variant: str = "llama") -> pd.DataFrame:
+    """Per task and regime, how many of `variant`'s runs solved by the cap (`solved`) out
+    of every run it made (`runs`), at the study's own settings (`comparisons.at_settings`).
+    `runs` is one row per run, as `comparisons.runs_table` gives it."""
+    own = at_settings(runs[runs.variant == variant])
+    return own.groupby(["task", "regime"]).censored.agg(solved=lambda c: int((~c).sum()), runs="size")
