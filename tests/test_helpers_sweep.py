@@ -63,3 +63,16 @@ def test_steady_pairs_by_hand():
     assert t.to_numpy().tolist() == [[1, 0, 0], [4, 3, 2], [6, 5, 5], [6, 6, 6]]
     assert (t.diff(axis=1).fillna(0) <= 0).all().all()  # longer items never gain a steady pair
     assert (t.diff().fillna(0) >= 0).all().all()  # a larger base never loses one
+
+
+def test_window_rise_is_each_arms_mean_loss_past_the_trained_window():
+    import pandas as pd
+
+    from llamanat_core.book.helpers.sweep import window_rise
+
+    runs = pd.DataFrame({"variant": "llama", "rope_theta": [10_000.0, 10_000.0, 100.0],
+                         "loss_end": [1.0, 2.0, 1.5], "loss_2x": [1.5, 2.5, 1.5],
+                         "loss_4x": [3.0, 4.0, 1.75]})
+    rise = window_rise(runs)
+    assert rise.to_dict("index") == {"base 100": {"loss_2x": 0.0, "loss_4x": 0.25},
+                                     "llama": {"loss_2x": 0.5, "loss_4x": 2.0}}

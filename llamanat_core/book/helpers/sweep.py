@@ -12,6 +12,7 @@ import math
 import pandas as pd
 import torch
 
+from ...analysis.text_comparisons import labelled_runs
 from ...data.tasks import TRAIN_PAIRS, VALUE0, Recall
 from ...model.config import variant_config
 from ...model.model import TinyLlama
@@ -88,3 +89,11 @@ def steady_table(thetas, pair_counts=(TRAIN_PAIRS, *EXTRAPOLATE), head_dim: int 
     values (`steady_pairs`), out of head_dim/2."""
     return pd.DataFrame({f"{n} pairs": [steady_pairs(t, n, head_dim) for t in thetas]
                          for n in pair_counts}, index=pd.Index([float(t) for t in thetas], name="base"))
+
+
+def window_rise(text_runs: pd.DataFrame) -> pd.DataFrame:
+    """What a longer window costs each text arm: its mean loss at two and at four trained
+    windows (`loss_2x`, `loss_4x`) minus its mean loss at the trained one, one row per arm
+    (`text_comparisons.labelled_runs`'s label)."""
+    means = labelled_runs(text_runs).groupby("label")[["loss_end", "loss_2x", "loss_4x"]].mean()
+    return means[["loss_2x", "loss_4x"]].sub(means.loss_end, axis=0)
