@@ -523,3 +523,44 @@ def test_a_strip_panel_per_row_on_its_endpoints_scale(decisions):
     assert panel["title"] == "abs_pos, addition, finite\nspeed: better"
     assert list(panel["ref"]) == [500, 4800] and list(panel["ctl"]) == [200, 300]
     assert panel["log"] and panel["cap"] == 4800 and "chance" not in panel
+
+
+def test_endpoint_spread_is_the_median_over_live_rows_per_endpoint():
+    runs = pd.DataFrame({"run": list("abcdefgh"), "task": "recall", "variant": ["llama"] * 4 + ["x"] * 4,
+                         "regime": "finite", "seed": [0, 1, 2, 3] * 2, "answer": "name",
+                         "rope_theta": 10_000.0, "stop_acc_8": [0.5] * 4 + [0.6, 0.7, 0.9, 0.8],
+                         "time_capped": [100.0] * 4 + [100.0, 200.0, 400.0, 100.0]})
+    arms = {"reference_arm": ("recall", "llama", "finite", 10_000.0, "name"),
+            "control_arm": ("recall", "x", "finite", 10_000.0, "name")}
+    primary = pd.DataFrame([{"metric": "length_8", "verdict": "undecided", **arms},
+                            {"metric": "speed", "verdict": "worse", **arms},
+                            {"metric": "speed", "verdict": "both at chance", **arms}])  # left out
+    sd = dtab.endpoint_spread(runs, primary, seeds=[0, 1, 2])
+    assert list(sd.index) == [False, True]
+    assert sd[False] == pytest.approx(np.std([0.1, 0.2, 0.4], ddof=1))
+    assert sd[True] == pytest.approx(np.std(np.log([1, 2, 4]), ddof=1))
+    assert np.isnan(dtab.endpoint_spread(runs, primary.iloc[:1], seeds=[0, 1, 2])[True])  # no speed row
+
+
+def test_tost_power_table_rises_with_seeds_and_falls_with_the_spread():
+    from llamanat_core.analysis import stats
+
+    t = dtab.tost_power_table({"wide": (0.15, 0.2), "narrow": (0.05, 0.2)}, seed_counts=(10, 40))
+    assert list(t.columns) == ["power at 10 seeds", "power at 40 seeds"]
+    assert list(t.index) == ["wide", "narrow"]
+    assert t.loc["wide", "power at 40 seeds"] == stats.tost_power(0.15, 0.2, 40)
+    assert t.loc["wide", "power at 10 seeds"] < t.loc["wide", "power at 40 seeds"]
+    assert t.loc["narrow", "power at 40 seeds"] < t.loc["wide", "power at 40 seeds"]
+
+
+def test_worked_units_are_rounded_hundredths_of_the_log_ratio_on_the_chosen_seeds():
+    import types
+
+    runs = pd.DataFrame({"run": list("abcdef"), "task": "recall", "variant": ["llama"] * 3 + ["x"] * 3,
+                         "regime": "finite", "seed": [0, 1, 12] * 2, "answer": "name", "rope_theta": 10_000.0,
+                         "time_capped": [100.0, 100.0, 100.0, 200.0, 50.0, 100.0]})
+    row = types.SimpleNamespace(metric="speed", reference_arm=("recall", "llama", "finite", 10_000.0, "name"),
+                                control_arm=("recall", "x", "finite", 10_000.0, "name"))
+    units = dtab.worked_units(runs, row)  # seed 12 is not one of the first ten
+    assert units.to_dict() == {0: 69.0, 1: -69.0}  # ln 2 = 0.693...
+    assert dtab.worked_units(runs, row, seeds=[12]).to_dict() == {12: 0.0}

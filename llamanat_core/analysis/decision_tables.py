@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from ..study import ALPHABET_VARIANTS, MEASUREMENTS, THETAS, chapter_results, every_seed
-from . import comparisons
+from . import comparisons, sequential, stats
 from .comparisons import ENDPOINTS, variant_rows
 from .decision_cache import decided
 from .report import pct, signed_number
@@ -476,6 +476,14 @@ def worked_row(decisions: pd.DataFrame) -> pd.Series:
     return rows.sort_values("p", kind="stable").iloc[0]
 
 
+def worked_units(runs: pd.DataFrame, row, seeds=None) -> pd.Series:
+    """The worked row's per-seed speed differences as the tests count them: the log ratio
+    of the control's capped time to the reference's, in `comparisons.SPEED.unit`s, rounded
+    to whole units; on `seeds` (the first ten by default), indexed by seed."""
+    pair = paired_values(runs, row, "time_capped")
+    pair = pair[pair.index.isin(sequential.FIRST_SEEDS if seeds is None else seeds)]
+    return np.round(np.log(pair.control / pair.reference) / comparisons.SPEED.unit)
+
 def seed_strip_rows(decisions: pd.DataFrame) -> list[pd.Series]:
     """The comparisons the results chapter draws seed by seed, picked by rule among the
     primary rows: the decided speed row and the decided generalisation row with the
@@ -521,13 +529,31 @@ def difference_sd(runs: pd.DataFrame, row, seeds) -> float:
     return float(np.std(diff, ddof=1)) if len(diff) > 1 else math.nan
 
 
+
+def endpoint_spread(runs: pd.DataFrame, primary: pd.DataFrame, seeds) -> pd.Series:
+    """The median spread of per-seed differences (`difference_sd` on `seeds`) over the
+    primary comparisons not at chance and not unlearned: accuracy at index False, speed
+    (log ratio) at index True."""
+    live = primary[~primary.verdict.isin(["both at chance", "not learned"])]
+    spread = [difference_sd(runs, r, seeds) for r in live.itertuples()]
+    return live.assign(sd=spread).groupby(live.metric == "speed").sd.median().reindex([False, True])
+
+
+def tost_power_table(cases: dict[str, tuple[float, float]], seed_counts=(10, 40)) -> pd.DataFrame:
+    """`stats.tost_power` with no true difference, one row per case (label -> (margin, sd)),
+    one column per number of seeds."""
+    return pd.DataFrame({f"power at {n} seeds": {k: stats.tost_power(margin, sd, n)
+                                                 for k, (margin, sd) in cases.items()}
+                         for n in seed_counts})
+
 __all__ = ["chapter_decisions", "decision_table", "chapter_ledger", "chapter_ledgers", "CHAPTER_CONTROLS",
            "OUTCOME", "TEST", "decision_counts", "what_moved",
            "branch_table", "conditional_cells", "conditional_table",
            "decision_effect_text", "solved_text", "row_facts", "verdict_text",
            "margin_text", "signed", "is_ratio", "row_label", "is_pending",
-           "arm_runs", "solved_of", "arm_values", "paired_values", "worked_row", "seed_strip_rows",
-           "stays_open", "interval_widths", "difference_sd",
+           "arm_runs", "solved_of", "arm_values", "paired_values", "worked_row", "worked_units",
+           "seed_strip_rows",
+           "stays_open", "interval_widths", "difference_sd", "endpoint_spread", "tost_power_table",
            "METRIC_TITLES", "MEASUREMENT_TITLES", "SHORT_TITLES"]
 
 
