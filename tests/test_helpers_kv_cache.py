@@ -151,3 +151,18 @@ def test_cache_agreement_rows_and_missing_references(prompts, tmp_path, monkeypa
     t = kp.cache_agreement(prompts, 8, {"wide": 0.3}, addition, variants=["llama"], weights_dir=tmp_path)
     assert list(t.index) == [("llama", "wide"), ("llama", "trained on addition, seed 0")]
     assert t.loc[("llama", "trained on addition, seed 0"), "tokens compared"] == 3 * 6  # 6 tokens each
+
+
+@pytest.mark.parametrize("variant, heading", [("llama", "GQA (2 KV heads)"), ("mqa", "GQA (1 KV head)")])
+def test_cache_bytes_counts_three_ways_and_the_table_shows_them(variant, heading, prompts):
+    model = TinyLlama(variant_config(variant, init_std=0.3), seed=2).eval()
+    m = kp.cache_bytes(model, prompts[:1], 9, 64)
+    heads = model.cfg.n_kv_heads
+    assert m["filled"] == 25 + 9 - 1 and m["tensors"] == 4 and m["shape"] == (1, heads, 64, 16)
+    assert m["allocated"] == m["formula, full"] == kv_cache_bytes(2, heads, 16, 64)
+    assert m["held"] == m["counted"] == m["formula, filled"] == kv_cache_bytes(2, heads, 16, 33)
+    assert m["unwritten zero"] and m["same as generate"] and m["dtype"] == "float16" and 0 <= m["kept"] <= 9
+    table = kp.cache_bytes_table({"GQA": m, "other": {**m, "KV heads": 1}}, 64)
+    assert list(table.columns) == [heading, "other (1 KV head)"]
+    assert table.loc["formula at 64 positions", "other (1 KV head)"] == f"{m['formula, full']:,}"
+    assert table.loc["tokens equal to fp32 recomputation"].iloc[0] == f"{m['kept']} of 9"

@@ -131,6 +131,43 @@ def unwritten_is_zero(cache: KVCache) -> bool:
     return all(not t[:, :, cache.length:].any() for t in cache.k + cache.v)
 
 
+
+def cache_bytes(model: TinyLlama, prompt: torch.Tensor, n_new: int, positions: int) -> dict:
+    """One greedy generation into an fp16 cache of `positions` positions, its bytes counted
+    three ways: the allocation (`allocated`), the filled prefix from the tensors themselves
+    (`held`, and `counted` by `KVCache.nbytes`) and the formula at both lengths; whether the
+    positions past the prefix are still zero, whether `TinyLlama.generate` gives the same
+    tokens, and how many tokens equal a float32 generation without any cache (`kept`)."""
+    cfg = model.cfg
+    tokens, cache = generate_with_cache(model, prompt, n_new, torch.float16, capacity=positions)
+    recomputed = model.generate(prompt, n_new, use_cache=False)  # float32, no cache
+    return {"tensors": len(cache.k) + len(cache.v), "shape": tuple(cache.k[0].shape),
+            "dtype": str(cache.k[0].dtype).removeprefix("torch."), "filled": cache.length,
+            "allocated": cache.nbytes(filled_only=False), "held": held_bytes(cache),
+            "counted": cache.nbytes(),
+            "formula, full": kv_cache_bytes(cfg.n_layers, cfg.n_kv_heads, cfg.head_dim, positions),
+            "formula, filled": kv_cache_bytes(cfg.n_layers, cfg.n_kv_heads, cfg.head_dim, cache.length),
+            "unwritten zero": unwritten_is_zero(cache),
+            "same as generate": torch.equal(tokens, model.generate(prompt, n_new, use_cache=True,
+                                                                   cache_dtype=torch.float16)),
+            "kept": int((tokens == recomputed).sum()), "new tokens": n_new, "KV heads": cfg.n_kv_heads}
+
+
+def cache_bytes_table(measured: dict[str, dict], positions: int) -> pd.DataFrame:
+    """`cache_bytes` of several models as one table, a column per model (name -> its dict),
+    headed by the name and the model's KV heads."""
+    return pd.DataFrame({f"{name} ({m['KV heads']} KV head{'s' if m['KV heads'] > 1 else ''})": {
+        "tensors": f"{m['tensors']} × {m['shape']}", "dtype": m["dtype"],
+        f"allocated bytes ({positions:,} positions)": f"{m['allocated']:,}",
+        f"formula at {positions:,} positions": f"{m['formula, full']:,}",
+        "filled positions after generation": m["filled"],
+        "filled bytes, counted from the tensors": f"{m['held']:,}",
+        "formula at the filled length": f"{m['formula, filled']:,}",
+        "positions past the prefix all zero": m["unwritten zero"],
+        "tokens equal to fp32 recomputation": f"{m['kept']} of {m['new tokens']}",
+    } for name, m in measured.items()})
+
+
 # ---------------------------------------------------------------- measured: time per token
 
 class _Step:
