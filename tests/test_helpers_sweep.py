@@ -76,3 +76,23 @@ def test_window_rise_is_each_arms_mean_loss_past_the_trained_window():
     rise = window_rise(runs)
     assert rise.to_dict("index") == {"base 100": {"loss_2x": 0.0, "loss_4x": 0.25},
                                      "llama": {"loss_2x": 0.5, "loss_4x": 2.0}}
+
+
+def test_angle_wheel_figure_draws_each_base_modulo_360():
+    import matplotlib.pyplot as plt
+
+    from llamanat_core.book.plotting import angle_wheel_figure
+
+    fast = torch.tensor([[0.0, 0.0], [math.pi, 0.5 * math.pi], [3 * math.pi, math.pi]])  # (position, pair)
+    fig = angle_wheel_figure({"base 10": fast, "base 1M": torch.zeros(3, 2)}, read_at=(1,))
+    axes = fig.axes[:2]
+    assert [ax.get_title() for ax in axes] == ["base 10", "base 1M"]
+    assert axes[0].get_ylabel() == "channel pair i" and axes[0].get_xlabel() == "position"
+    image = axes[0].images[0].get_array()
+    assert image.shape == (2, 3)  # pairs on the rows, positions on the columns
+    assert image[0].tolist() == pytest.approx([0.0, 180.0, 180.0])  # 540° wraps to 180°
+    assert image[1].tolist() == pytest.approx([0.0, 90.0, 180.0])
+    assert axes[1].images[0].get_array().max() == 0.0
+    assert [line.get_xdata()[0] for line in axes[0].lines] == [1]  # the read position, dashed
+    assert fig.axes[2].get_ylabel() == "angle mod 360 (degrees)"  # the colour bar
+    plt.close(fig)

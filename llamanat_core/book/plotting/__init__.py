@@ -18,7 +18,8 @@ curves.py     training and validation loss curves: per regime, solved and unsolv
 mlp.py        the feed-forward's functions and the SwiGLU gate (`activation_figure`,
               `gate_figure`)
 attention.py  attention maps and the task summaries of `llamanat_core.book.mechanism`; which KV
-              head each query head reads (`head_map_figure`)
+              head each query head reads (`head_map_figure`); RoPE's
+              angle per pair and position, modulo 360° (`angle_wheel_figure`)
 decisions.py  what `comparisons.decide` returns: the forest of the primary endpoints, the
               share solved by each step, per-seed strips, an interval read off its test
               (imported as a module: `from llamanat_core.book.plotting import decisions`)
@@ -32,6 +33,7 @@ from .attention import (
     HEAT_CMAP,
     MAP_LABEL,
     addition_attention_figure,
+    angle_wheel_figure,
     attention_grid,
     attention_heatmap,
     head_map_axes,
@@ -110,5 +112,5 @@ __all__ = ["draw_ngram_lines", "text_arms_figure", "text_loss_figure", "text_win
            "recall_attention_figure", "recall_items_figure", "row_gradient_figure", "score_map_figure",
            "text_window_figure",
            "recall_by_pair_figure",
-           "addition_attention_figure", "VERDICT_COLORS", "VISIONS", "colour_distance",
+           "addition_attention_figure", "angle_wheel_figure", "VERDICT_COLORS", "VISIONS", "colour_distance",
            "colliding_tick_labels", "keep_end_labels_inside"]

@@ -4,7 +4,8 @@ task summaries `recall_attention_figure`, `recall_items_figure`, `recall_by_pair
 sequential `HEAT_CMAP` with token names on the axes and a colour bar. `head_map_figure`
 draws which KV head each query head reads (`helpers.gqa.head_maps`); `row_gradient_figure`
 which rows of a learned position table one training batch reaches; `score_map_figure` a
-query-by-key score matrix on a diverging scale.
+query-by-key score matrix on a diverging scale; `angle_wheel_figure` RoPE's angle per pair and
+position, modulo 360°, one panel per base.
 """
 from __future__ import annotations
 
@@ -295,4 +296,28 @@ def score_map_figure(scores, title: str = "q · k after rotation", tick_every: i
     ax.grid(False)
     fig.colorbar(im, ax=ax, shrink=0.85, label="score")
     fig.tight_layout()
+    return fig
+
+
+def angle_wheel_figure(angles: dict, read_at=(12, 24, 36)):
+    """Every pair's rotation angle at every position, modulo 360° on a colour wheel: one panel
+    per entry of `angles` (title → radians of shape (position, pair), as `helpers.sweep.pair_angles`
+    returns them). A row that runs through the wheel several times is a fast pair, a row of one
+    colour a pair that does not move; dashed lines mark the positions `read_at`."""
+    fig, axes = plt.subplots(1, len(angles), figsize=(10, 2.9), sharey=True, layout="constrained")
+    axes = np.atleast_1d(axes)
+    n_pairs = 0
+    for ax, (title, radians) in zip(axes, angles.items()):
+        degrees = np.degrees(np.asarray(radians)) % 360  # (position, pair)
+        n_pairs = degrees.shape[1]
+        im = ax.imshow(degrees.T, cmap="twilight", vmin=0, vmax=360, aspect="auto", origin="lower",
+                       interpolation="nearest")
+        for position in read_at:
+            ax.axvline(position, color="black", lw=0.8, ls="--")
+        ax.set_title(title)
+        ax.set_xlabel("position")
+        ax.grid(False)
+    axes[0].set_ylabel("channel pair i")
+    axes[0].set_yticks(range(n_pairs))
+    fig.colorbar(im, ax=axes, label="angle mod 360 (degrees)", ticks=[0, 90, 180, 270, 360])
     return fig
