@@ -166,3 +166,43 @@ def test_cache_bytes_counts_three_ways_and_the_table_shows_them(variant, heading
     assert list(table.columns) == [heading, "other (1 KV head)"]
     assert table.loc["formula at 64 positions", "other (1 KV head)"] == f"{m['formula, full']:,}"
     assert table.loc["tokens equal to fp32 recomputation"].iloc[0] == f"{m['kept']} of 9"
+
+
+def test_cache_size_figure_draws_bytes_per_layout():
+    import matplotlib.pyplot as plt
+
+    from llamanat_core.book.plotting import cache_size_figure
+
+    names = {"mha": "MHA", "llama": "GQA", "mqa": "MQA"}
+    shapes = [("one", 1, 4, {"mha": 4, "llama": 2, "mqa": 1}, 256),
+              ("two", 2, 8, {"mha": 8, "llama": 2, "mqa": 1}, 512)]
+    fig = cache_size_figure(shapes, names, contexts=[128, 256, 512])
+    axes = fig.axes
+    assert len(axes) == 4
+    assert [ax.get_title() for ax in axes] == ["GQA against MHA", "MQA against MHA"] * 2
+    gqa, mha = axes[0].lines[1], axes[0].lines[0]
+    assert gqa.get_label() == "GQA: 2 KV heads" and mha.get_label() == "MHA: 4 KV heads"
+    # K and V, 1 layer, 2 heads of 4, 2 bytes a value: 32 bytes per position
+    assert list(gqa.get_ydata()) == [32 * 128, 32 * 256, 32 * 512]
+    assert list(axes[1].lines[1].get_ydata()) == [16 * 128, 16 * 256, 16 * 512]
+    assert axes[1].lines[1].get_label() == "MQA: 1 KV head"
+    assert axes[2].lines[2].get_xdata()[0] == 512  # the dotted mark at the second shape's context
+    assert axes[0].get_ylabel() == "KV cache, fp16, batch 1"
+    plt.close(fig)
+
+
+def test_timing_figure_draws_both_curves_and_guides():
+    import matplotlib.pyplot as plt
+
+    from llamanat_core.book.plotting import timing_figure
+
+    fig = timing_figure([16, 32, 64], [1.0, 2.0, 8.0], [0.5, 0.5, 0.6])
+    ax = fig.axes[0]
+    full, cached, slope1, slope2 = ax.lines
+    assert full.get_label() == "recomputing every position" and list(full.get_ydata()) == [1.0, 2.0, 8.0]
+    assert cached.get_label() == "with the KV cache" and list(cached.get_ydata()) == [0.5, 0.5, 0.6]
+    assert list(slope1.get_ydata()) == pytest.approx([2.0, 4.0, 8.0])  # through the last point
+    assert list(slope2.get_ydata()) == pytest.approx([0.5, 2.0, 8.0])
+    assert ax.get_ylim() == pytest.approx((0.25, 16.0))
+    assert ax.get_ylabel() == "ms per generated token"
+    plt.close(fig)

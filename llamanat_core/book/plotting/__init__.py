@@ -15,6 +15,9 @@ curves.py     training and validation loss curves: per regime, solved and unsolv
               (`early_loss_figure`); on text, the arms' held-out
               curves and their loss on windows longer than trained (`text_windows_figure`),
               the counted n-gram models as labelled lines (`draw_ngram_lines`)
+cache.py      the KV cache: its bytes against the context length per model shape and attention
+              layout (`cache_size_figure`), the time per generated token with and without it
+              (`timing_figure`)
 mlp.py        the feed-forward's functions and the SwiGLU gate (`activation_figure`,
               `gate_figure`)
 attention.py  attention maps and the task summaries of `llamanat_core.book.mechanism`; which KV
@@ -46,6 +49,7 @@ from .attention import (
     score_map_figure,
     text_window_figure,
 )
+from .cache import CONTEXTS, cache_size_figure, timing_figure
 from .curves import (
     draw_ngram_lines,
     early_loss_figure,
@@ -98,7 +102,8 @@ from .style import (
     variant_color,
 )
 
-__all__ = ["draw_ngram_lines", "text_arms_figure", "text_loss_figure", "text_windows_figure",
+__all__ = ["CONTEXTS", "cache_size_figure", "timing_figure",
+           "draw_ngram_lines", "text_arms_figure", "text_loss_figure", "text_windows_figure",
            "KIND_COLORS", "activation_figure", "gate_figure",
            "DPI", "FIGSIZE", "PALETTE", "NEUTRAL", "BLUE", "ORANGE", "SKY", "GREEN", "VERMILION",
            "PURPLE", "BLACK", "VARIANT_COLORS", "FIGURE_GROUPS", "TASK_COLORS", "CHANCE_COLOR",
