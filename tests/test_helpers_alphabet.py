@@ -244,3 +244,24 @@ def test_checkpoint_profiles_one_row_per_run_with_accuracy_and_lookup():
     assert (p.accuracy == p.right / p["items"]).all() and (p["items"] > 0).all()
     assert p["queried value"].iloc[3] == queried_mass(models[("llama", "copy", 1)], 1)
     assert list(p.columns[-2:]) == ["accuracy", "queried value"]
+
+
+def test_lookup_figure_places_each_run_by_mass_and_accuracy():
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from llamanat_core.book.plotting import lookup_figure
+
+    runs = pd.DataFrame({"variant": ["a", "a", "a", "b"], "answer": ["name", "copy", "copy", "name"],
+                         "queried value": [0.9, 0.1, 0.5, 0.2], "accuracy": [1.0, 0.25, 0.5, 0.3]})
+    fig = lookup_figure(runs, ["a", "b"], {"name": "red", "copy": "blue"}, 1200, chance=0.25)
+    left, right = fig.axes[:2]
+    assert left.get_title() == "a, at step 1,200" and right.get_title() == "b, at step 1,200"
+    assert left.get_ylabel() == "test accuracy (%)"
+    name, copy = left.collections[:2]
+    assert name.get_offsets().tolist() == [[90.0, 100.0]]
+    assert copy.get_offsets().tolist() == [[10.0, 25.0], [50.0, 50.0]]
+    assert right.collections[0].get_offsets().tolist() == [[20.0, 30.0]]
+    assert len(right.collections[1].get_offsets()) == 0  # no "copy" run of b
+    assert any(list(line.get_ydata()) == [25.0, 25.0] for line in left.lines)  # the chance floor
+    plt.close(fig)

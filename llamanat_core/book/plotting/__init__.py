@@ -22,7 +22,8 @@ mlp.py        the feed-forward's functions and the SwiGLU gate (`activation_figu
               `gate_figure`)
 attention.py  attention maps and the task summaries of `llamanat_core.book.mechanism`; which KV
               head each query head reads (`head_map_figure`); RoPE's
-              angle per pair and position, modulo 360° (`angle_wheel_figure`)
+              angle per pair and position, modulo 360° (`angle_wheel_figure`); attention
+              on the queried value against accuracy (`lookup_figure`)
 decisions.py  what `comparisons.decide` returns: the forest of the primary endpoints, the
               share solved by each step, per-seed strips, an interval read off its test
               (imported as a module: `from llamanat_core.book.plotting import decisions`)
@@ -41,6 +42,7 @@ from .attention import (
     attention_heatmap,
     head_map_axes,
     head_map_figure,
+    lookup_figure,
     position_heatmap,
     recall_attention_figure,
     recall_by_pair_figure,
@@ -117,5 +119,6 @@ __all__ = ["CONTEXTS", "cache_size_figure", "timing_figure",
            "recall_attention_figure", "recall_items_figure", "row_gradient_figure", "score_map_figure",
            "text_window_figure",
            "recall_by_pair_figure",
-           "addition_attention_figure", "angle_wheel_figure", "VERDICT_COLORS", "VISIONS", "colour_distance",
+           "addition_attention_figure", "angle_wheel_figure", "lookup_figure", "VERDICT_COLORS", "VISIONS",
+           "colour_distance",
            "colliding_tick_labels", "keep_end_labels_inside"]

@@ -5,7 +5,8 @@ sequential `HEAT_CMAP` with token names on the axes and a colour bar. `head_map_
 draws which KV head each query head reads (`helpers.gqa.head_maps`); `row_gradient_figure`
 which rows of a learned position table one training batch reaches; `score_map_figure` a
 query-by-key score matrix on a diverging scale; `angle_wheel_figure` RoPE's angle per pair and
-position, modulo 360°, one panel per base.
+position, modulo 360°, one panel per base; `lookup_figure` each run's attention on the queried
+value against its accuracy.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import numpy as np
 
 from ...data.tasks import TRAIN_PAIRS
 from ..mechanism import ADDITION_SOURCES, CHAIN, RECALL_ROLES
-from .seeds import legend_outside
+from .seeds import chance_line, legend_outside
 from .style import CHANCE_COLOR, FIGSIZE, PALETTE, VARIANT_COLORS, VERMILION, use_book_style, variant_color
 
 # ---------------------------------------------------------------- attention maps
@@ -320,4 +321,25 @@ def angle_wheel_figure(angles: dict, read_at=(12, 24, 36)):
     axes[0].set_ylabel("channel pair i")
     axes[0].set_yticks(range(n_pairs))
     fig.colorbar(im, ax=axes, label="angle mod 360 (degrees)", ticks=[0, 90, 180, 270, 360])
+    return fig
+
+
+def lookup_figure(lookup, variants, colors: dict[str, str], step: int, chance: float):
+    """Each replayed run as one point: its strongest head's attention mass on the queried value
+    against its test accuracy, both in percent, one panel per variant in `variants`, one colour
+    and marker per answer formulation ("name" circles, "copy" squares), with the chance floor
+    `chance`. `lookup` has one row per run: variant, answer, "queried value" and accuracy;
+    `chance` and the last two are fractions."""
+    fig, axes = plt.subplots(1, len(variants), figsize=(9, 3.4), sharey=True)
+    for ax, variant in zip(axes, variants):
+        for answer, marker in (("name", "o"), ("copy", "s")):
+            g = lookup[(lookup.variant == variant) & (lookup.answer == answer)]
+            ax.scatter(100 * g["queried value"], 100 * g.accuracy, color=colors[answer], marker=marker,
+                       s=26, alpha=0.85, label=answer)
+        chance_line(ax, chance)
+        ax.set(xlim=(-3, 103), ylim=(-3, 103), xlabel="strongest head's mass on the queried value (%)",
+               title=f"{variant}, at step {step:,}")
+    axes[0].set_ylabel("test accuracy (%)")
+    legend_outside(axes[-1], title="answer")
+    fig.tight_layout()
     return fig
