@@ -171,3 +171,15 @@ def test_tost_power():
     assert stats.tost_power(0.15, 0.3, 40) == pytest.approx(2 * 0.5 * (1 + math.erf(z / math.sqrt(2))) - 1)
     assert stats.tost_power(0.01, 1.0, 4) == 0.0  # out of reach: no power, never negative
     assert stats.tost_power(0.15, 0.3, 40) > stats.tost_power(0.15, 0.3, 10)
+
+
+def test_p_curve_stays_above_the_level_exactly_inside_the_interval():
+    d = np.array([3, 1, -1, 2, 4, 2, 3, 1, 2, 5])
+    lo, hi = sequential.interval(d, None, 0.05, (-400, 400))
+    shifts, p = sequential.p_curve(d, None, (lo, hi), pad=3)
+    assert shifts[0] == pytest.approx(lo - 0.3) and shifts[-1] == pytest.approx(hi + 0.3)
+    assert len(shifts) == len(p) == round((hi - lo) * sequential.GRID) + 7  # every tenth of a unit
+    inside = (shifts > lo - 1e-9) & (shifts < hi + 1e-9)
+    assert ((p > 0.05) == inside).all()
+    assert p[0] == pytest.approx(sequential.two_sided(*sequential.shifted_tails(d, None, shifts[0])))
+    assert p.max() == 1.0  # where the tails balance

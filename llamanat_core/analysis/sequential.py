@@ -155,6 +155,18 @@ def shifted_tails(first, added, shift: float, grid: int = GRID) -> tuple[float, 
     return _tails_by_step(first, added, grid)(step)
 
 
+def p_curve(first, added, interval_: tuple[float, float], pad: int = 600,
+            grid: int = GRID) -> tuple[np.ndarray, np.ndarray]:
+    """The test turned around, drawn: the two-sided p of the shifted differences at every
+    shift on the 1/grid grid from `pad` steps below the interval's lower end to `pad` above
+    its upper end. Returns (shifts, p-values); p stays above the level exactly inside the
+    interval."""
+    lo, hi = interval_
+    step = 1 / grid
+    shifts = np.arange(round(lo / step) - pad, round(hi / step) + pad + 1) * step
+    return shifts, np.array([two_sided(*shifted_tails(first, added, k, grid)) for k in shifts])
+
+
 def interval(first, added, level: float, bounds: tuple[int, int],
              grid: int = GRID) -> tuple[float, float]:
     """The shifts (in the differences' unit, to 1/grid) that the design does not reject at
