@@ -121,3 +121,10 @@ def test_decide_paired_takes_floats_on_a_stated_grid():
         paired.decide_paired([0.1, math.nan], unit=0.001, margin=0.02)
     with pytest.raises(ValueError, match="unit must be positive"):
         paired.decide_paired([0.1, 0.2], unit=0, margin=0.02)
+
+
+def test_sign_p_curve_by_hand():
+    theta, p = paired.sign_p_curve([1, 2, 3, 4, 5], pad=1)
+    assert theta.tolist() == [0, 1, 2, 3, 4, 5, 6]
+    # θ = 0: five of five above, 2 × 1/32; θ = 1: four above, one tied (it counts in n), 2 × 6/32
+    assert p.tolist() == pytest.approx([1 / 16, 12 / 32, 1, 1, 1, 12 / 32, 1 / 16])

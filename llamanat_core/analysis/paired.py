@@ -65,6 +65,15 @@ def sign_tails(d, theta: float = 0.0) -> tuple[float, float]:
     return float(scipy.stats.binom.sf(above - 1, n, 0.5)), float(scipy.stats.binom.sf(below - 1, n, 0.5))
 
 
+def sign_p_curve(d, pad: int = 40) -> tuple[np.ndarray, np.ndarray]:
+    """The sign test turned around, drawn: its two-sided p for "the median difference is θ"
+    at every whole θ from `pad` below the smallest difference to `pad` above the largest.
+    Returns (shifts, p-values); p is 1 between the two middle differences."""
+    d = np.asarray(d)
+    theta = np.arange(d.min() - pad, d.max() + pad + 1)
+    return theta, np.array([sequential.two_sided(*sign_tails(d, t)) for t in theta])
+
+
 def tails(first, added, theta: float = 0.0) -> tuple[float, float]:
     """The design's one-sided p-values at θ: stage 1 alone when there are no added seeds,
     else the two stages' sign tests combined and ordered after every early stop."""
