@@ -173,12 +173,11 @@ def selected_loss(runs: pd.DataFrame, arm: str = td.REFERENCE, size: str = "S",
                   column: str = "loss_end") -> float | None:
     """An arm's mean `column` (nats per character) over the selection seeds at its selected
     rate at `size`; None while its bracket is open. The default: the reference's test loss."""
-    means = bracket_means(runs)
-    chosen = means[means.best & (means.arm == arm) & (means["size"] == size)]
-    if chosen.empty:
+    rate = settled_rates(runs, size).get(arm)
+    if rate is None:
         return None
     frame = td.check_frame(runs)
-    at = frame[(frame.arm == arm) & (frame["size"] == size) & (frame.lr_scale == chosen.lr_scale.iloc[0])
+    at = frame[(frame.arm == arm) & (frame["size"] == size) & (frame.lr_scale == rate)
                & frame.seed.isin(td.LR_SEEDS)]
     return float(at[column].mean())
 

@@ -16,7 +16,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from ..analysis.scorecard import bracket_means
+from ..analysis.scorecard import settled_rates
 from ..analysis.text_comparisons import text_arm
 from ..data.text import decode, encode
 from ..model.config import SIZES
@@ -49,10 +49,8 @@ def settled_models(runs: pd.DataFrame, size: str = "S", seed: int = 0,
     bracket at `size` has settled, in the scorecard's order (the reference first). `runs`
     is the tuned study's frame (`study.load_tuned_results`); an arm settled but whose
     weights are still to be trained again is left out."""
-    means = bracket_means(runs)
-    chosen = means[means.best & (means["size"] == size)]
     out = {}
-    for arm, scale in zip(chosen.arm, chosen.lr_scale):
+    for arm, scale in settled_rates(runs, size).items():
         try:
             out[arm] = tuned_model(arm, size, scale, seed, weights_dir=weights_dir)
         except FileNotFoundError:
